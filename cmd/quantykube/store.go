@@ -1,0 +1,49 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/quantyroot/quantykube/internal/store"
+)
+
+func newStoreCommand() *cobra.Command {
+	var (
+		cfg                                  store.Config
+		listen, advertise, metrics, logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "store",
+		Short: "Serve the etcd v3 API that kube-apiserver runs on (revisions kept, fsync before ack)",
+		Long: `quantykube store is an etcd-v3 API server built for kube-apiserver: one member,
+pebble underneath, every write fsynced before it is acknowledged. Flags are named as etcd's.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			cfg.ListenClientURLs = store.SplitURLs(listen)
+			cfg.AdvertiseClientURLs = store.SplitURLs(advertise)
+			cfg.ListenMetricsURLs = store.SplitURLs(metrics)
+			return store.Run(cmd.Context(), cfg, log)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Name, "name", "default", "human-readable name of this member")
+	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/quantykube/store", "directory of the store's data")
+	f.StringVar(&listen, "listen-client-urls", store.DefaultClientURL, "comma-separated URLs to serve the etcd v3 API on")
+	f.StringVar(&advertise, "advertise-client-urls", "", "comma-separated client URLs to advertise (default: the listen URLs)")
+	f.StringVar(&metrics, "listen-metrics-urls", "", "comma-separated URLs to serve /metrics, /health and /readyz on")
+	f.StringVar(&cfg.CertFile, "cert-file", "", "TLS certificate of the client listeners")
+	f.StringVar(&cfg.KeyFile, "key-file", "", "TLS key of the client listeners")
+	f.StringVar(&cfg.TrustedCAFile, "trusted-ca-file", "", "CA that signs client certificates")
+	f.BoolVar(&cfg.ClientCertAuth, "client-cert-auth", false, "refuse clients without a certificate signed by --trusted-ca-file")
+	f.DurationVar(&cfg.WatchProgressNotify, "watch-progress-notify-interval", 0, "how often idle watchers that asked for progress notifications get one (default 10m)")
+	f.BoolVar(&cfg.UnsafeNoFsync, "unsafe-no-fsync", false, "acknowledge writes before they are on disk (tests only: a crash loses them)")
+	f.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest request accepted, in bytes")
+	f.IntVar(&cfg.MaxTxnOps, "max-txn-ops", 128, "most operations in one txn branch")
+	f.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", 0, "reported backend quota in bytes (0: none; pebble needs no defragmentation)")
+	f.Int64Var(&cfg.CacheBytes, "cache-bytes", 64<<20, "block cache size in bytes")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd
+}

@@ -1,0 +1,78 @@
+package etcdapi
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
+)
+
+// LeaseGrant serves Lease.LeaseGrant.
+func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	id, ttl, err := s.store.LeaseGrant(ctx, r.ID, r.TTL)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.LeaseGrantResponse{Header: s.header(s.store.Rev()), ID: id, TTL: ttl}, nil
+}
+
+// LeaseRevoke serves Lease.LeaseRevoke: the lease's keys are deleted in one
+// revision.
+func (s *Server) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	rev, err := s.store.LeaseRevoke(ctx, r.ID)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.LeaseRevokeResponse{Header: s.header(rev)}, nil
+}
+
+// LeaseKeepAlive serves Lease.LeaseKeepAlive: each request renews a lease
+// for its full TTL; an unknown lease is answered with TTL 0, as etcd does.
+func (s *Server) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ttl, err := s.store.LeaseKeepAlive(req.ID)
+		if err != nil && !errors.Is(err, mvcc.ErrLeaseNotFound) {
+			return toGRPC(err)
+		}
+		if err := stream.Send(&pb.LeaseKeepAliveResponse{Header: s.header(s.store.Rev()), ID: req.ID, TTL: ttl}); err != nil {
+			return err
+		}
+	}
+}
+
+// LeaseTimeToLive serves Lease.LeaseTimeToLive; an unknown lease is answered
+// with TTL -1 (etcdctl prints "already expired"), as etcd does.
+func (s *Server) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+	l, err := s.store.LeaseTimeToLive(r.ID, r.Keys)
+	if errors.Is(err, mvcc.ErrLeaseNotFound) {
+		return &pb.LeaseTimeToLiveResponse{Header: s.header(s.store.Rev()), ID: r.ID, TTL: -1}, nil
+	}
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.LeaseTimeToLiveResponse{
+		Header: s.header(s.store.Rev()), ID: r.ID,
+		TTL: int64(l.Remaining.Seconds()), GrantedTTL: l.GrantedTTL, Keys: l.Keys,
+	}, nil
+}
+
+// LeaseLeases serves Lease.LeaseLeases.
+func (s *Server) LeaseLeases(ctx context.Context, r *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
+	ids := s.store.Leases()
+	resp := &pb.LeaseLeasesResponse{Header: s.header(s.store.Rev()), Leases: make([]*pb.LeaseStatus, 0, len(ids))}
+	for _, id := range ids {
+		resp.Leases = append(resp.Leases, &pb.LeaseStatus{ID: id})
+	}
+	return resp, nil
+}

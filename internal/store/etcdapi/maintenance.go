@@ -1,0 +1,68 @@
+package etcdapi
+
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Status serves Maintenance.Status. The store is a single member that is
+// always its own leader; the raft indexes report the revision.
+func (s *Server) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
+	rev := s.store.Rev()
+	total, inUse := s.store.Size()
+	return &pb.StatusResponse{
+		Header:           s.header(rev),
+		Version:          Version,
+		DbSize:           total,
+		DbSizeInUse:      inUse,
+		DbSizeQuota:      s.cfg.QuotaBackendBytes,
+		Leader:           s.memberID,
+		RaftIndex:        uint64(rev),
+		RaftTerm:         1,
+		RaftAppliedIndex: uint64(rev),
+		StorageVersion:   "3.6.0",
+	}, nil
+}
+
+// Defragment serves Maintenance.Defragment. pebble reclaims space by
+// compacting in the background, so there is nothing to stop the world for.
+func (s *Server) Defragment(ctx context.Context, r *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
+	return &pb.DefragmentResponse{Header: s.header(s.store.Rev())}, nil
+}
+
+// Alarm serves Maintenance.Alarm: the store raises no alarms.
+func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	return &pb.AlarmResponse{Header: s.header(s.store.Rev())}, nil
+}
+
+// HashKV serves Maintenance.HashKV: a hash of every key-value at a revision.
+func (s *Server) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
+	h, rev, compacted, err := s.store.HashKV(ctx, r.Revision)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.HashKVResponse{Header: s.header(s.store.Rev()), Hash: h, CompactRevision: compacted, HashRevision: rev}, nil
+}
+
+// Hash serves Maintenance.Hash as the HashKV of the current revision.
+func (s *Server) Hash(ctx context.Context, r *pb.HashRequest) (*pb.HashResponse, error) {
+	h, _, _, err := s.store.HashKV(ctx, 0)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.HashResponse{Header: s.header(s.store.Rev()), Hash: h}, nil
+}
+
+// Snapshot is not served yet.
+func (s *Server) Snapshot(r *pb.SnapshotRequest, stream grpc.ServerStreamingServer[pb.SnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "quantykube store: snapshot is not supported yet; copy the data dir of a stopped store instead")
+}
+
+// MoveLeader has no meaning for a single member.
+func (s *Server) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "quantykube store is a single member; there is no leader to move")
+}

@@ -1,0 +1,132 @@
+// Package etcdapi serves the etcd v3 gRPC API (go.etcd.io/etcd/api/v3, as
+// etcd 3.7 does) on top of the mvcc store: one file per service. It
+// validates requests as etcd does, maps store errors to etcd's gRPC errors
+// (rpctypes), and fills response headers.
+package etcdapi
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
+)
+
+// Version is the etcd version the server reports in Status. kube-apiserver
+// parses it to decide whether consistent reads from its watch cache are safe
+// (they need >= 3.4.31 and not 3.5.0–3.5.12); the API served is etcd 3.7's.
+const Version = "3.7.3"
+
+// Config describes the member the API reports.
+type Config struct {
+	// Name is the member name (etcd's --name).
+	Name string
+	// ClientURLs are the advertised client URLs.
+	ClientURLs []string
+	// MaxRequestBytes bounds a request's size (etcd default 1.5 MiB).
+	MaxRequestBytes int
+	// MaxTxnOps bounds the operations of one txn branch (etcd default 128).
+	MaxTxnOps int
+	// ProgressNotifyInterval is how often watchers that asked for progress
+	// notifications get one when idle (etcd's default is 10 minutes).
+	ProgressNotifyInterval time.Duration
+	// QuotaBackendBytes, when set, is reported as the quota in Status.
+	QuotaBackendBytes int64
+}
+
+// Server implements the etcd v3 services.
+type Server struct {
+	pb.UnimplementedKVServer
+	pb.UnimplementedWatchServer
+	pb.UnimplementedLeaseServer
+	pb.UnimplementedClusterServer
+	pb.UnimplementedMaintenanceServer
+
+	store     *mvcc.Store
+	cfg       Config
+	clusterID uint64
+	memberID  uint64
+}
+
+// New returns a server for store.
+func New(store *mvcc.Store, cfg Config) *Server {
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 1536 * 1024
+	}
+	if cfg.MaxTxnOps <= 0 {
+		cfg.MaxTxnOps = 128
+	}
+	if cfg.ProgressNotifyInterval <= 0 {
+		cfg.ProgressNotifyInterval = 10 * time.Minute
+	}
+	h := fnv.New64a()
+	h.Write([]byte("quantykube/" + cfg.Name))
+	member := h.Sum64()
+	h.Write([]byte("/cluster"))
+	return &Server{store: store, cfg: cfg, memberID: member, clusterID: h.Sum64()}
+}
+
+// Register adds every service to g.
+func (s *Server) Register(g *grpc.Server) {
+	pb.RegisterKVServer(g, s)
+	pb.RegisterWatchServer(g, s)
+	pb.RegisterLeaseServer(g, s)
+	pb.RegisterClusterServer(g, s)
+	pb.RegisterMaintenanceServer(g, s)
+}
+
+// header returns a response header at rev.
+func (s *Server) header(rev int64) *pb.ResponseHeader {
+	return &pb.ResponseHeader{ClusterId: s.clusterID, MemberId: s.memberID, Revision: rev, RaftTerm: 1}
+}
+
+// fill completes a header the store started (it sets only the revision).
+func (s *Server) fill(h *pb.ResponseHeader) *pb.ResponseHeader {
+	if h == nil {
+		return s.header(s.store.Rev())
+	}
+	h.ClusterId, h.MemberId, h.RaftTerm = s.clusterID, s.memberID, 1
+	return h
+}
+
+// toGRPC maps a store error to the gRPC error etcd returns for it.
+func toGRPC(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, mvcc.ErrCompacted):
+		return rpctypes.ErrGRPCCompacted
+	case errors.Is(err, mvcc.ErrFutureRev):
+		return rpctypes.ErrGRPCFutureRev
+	case errors.Is(err, mvcc.ErrKeyNotFound):
+		return rpctypes.ErrGRPCKeyNotFound
+	case errors.Is(err, mvcc.ErrLeaseNotFound):
+		return rpctypes.ErrGRPCLeaseNotFound
+	case errors.Is(err, mvcc.ErrLeaseExists):
+		return rpctypes.ErrGRPCLeaseExist
+	case errors.Is(err, mvcc.ErrLeaseTTLLarge):
+		return rpctypes.ErrGRPCLeaseTTLTooLarge
+	case errors.Is(err, mvcc.ErrDuplicateKey):
+		return rpctypes.ErrGRPCDuplicateKey
+	case errors.Is(err, mvcc.ErrEmptyKey):
+		return rpctypes.ErrGRPCEmptyKey
+	case errors.Is(err, mvcc.ErrClosed):
+		return rpctypes.ErrGRPCStopped
+	case errors.Is(err, context.Canceled):
+		return rpctypes.ErrGRPCCanceled
+	case errors.Is(err, context.DeadlineExceeded):
+		return rpctypes.ErrGRPCDeadlineExceeded
+	}
+	return status.Error(codes.Internal, err.Error())
+}

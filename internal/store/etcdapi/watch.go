@@ -1,0 +1,149 @@
+package etcdapi
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
+)
+
+// Watch serves one Watch stream: a receiver goroutine turns requests into
+// watches on an mvcc.WatchStream, and this goroutine sends what the stream
+// produces, in order, plus the periodic progress notifications.
+func (s *Server) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.WatchResponse]) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	ws := s.store.NewWatchStream()
+	defer ws.Close()
+
+	recvErr := make(chan error, 1)
+	go func() {
+		defer cancel()
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			switch {
+			case req.GetCreateRequest() != nil:
+				cr := req.GetCreateRequest()
+				id, err := ws.Watch(watchOptions(cr))
+				if err != nil {
+					// etcd answers a bad create with a created+canceled response.
+					resp := &pb.WatchResponse{Header: s.header(s.store.Rev()), WatchId: cr.WatchId, Created: true, Canceled: true, CancelReason: err.Error()}
+					ws.Reply(resp)
+					continue
+				}
+				_ = id
+			case req.GetCancelRequest() != nil:
+				ws.Cancel(req.GetCancelRequest().WatchId)
+			case req.GetProgressRequest() != nil:
+				ws.RequestProgress()
+			}
+		}
+	}()
+
+	progress := time.NewTicker(progressCheck(s.cfg.ProgressNotifyInterval))
+	defer progress.Stop()
+	next := make(chan []*pb.WatchResponse)
+	nextErr := make(chan error, 1)
+	go func() {
+		for {
+			resps, err := ws.Next(ctx)
+			if err != nil {
+				nextErr <- err
+				return
+			}
+			select {
+			case next <- resps:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-progress.C:
+			ws.NotifyProgress(s.cfg.ProgressNotifyInterval)
+		case resps := <-next:
+			for _, r := range resps {
+				r.Header = s.fill(r.Header)
+				if err := s.sendWatch(stream, r, len(r.Events) > 1 && ws.WantsFragments(r.WatchId)); err != nil {
+					return err
+				}
+			}
+		case err := <-recvErr:
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		case err := <-nextErr:
+			if errors.Is(err, mvcc.ErrClosed) {
+				return errStopped
+			}
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+var errStopped = toGRPC(mvcc.ErrClosed)
+
+func progressCheck(interval time.Duration) time.Duration {
+	return max(min(interval/4, time.Second), 10*time.Millisecond)
+}
+
+func watchOptions(cr *pb.WatchCreateRequest) mvcc.WatchOptions {
+	o := mvcc.WatchOptions{
+		ID: cr.WatchId, Key: cr.Key, End: cr.RangeEnd, StartRev: cr.StartRevision,
+		PrevKV: cr.PrevKv, ProgressNotify: cr.ProgressNotify, Fragment: cr.Fragment,
+	}
+	for _, f := range cr.Filters {
+		switch f {
+		case pb.WatchCreateRequest_NOPUT:
+			o.NoPut = true
+		case pb.WatchCreateRequest_NODELETE:
+			o.NoDelete = true
+		}
+	}
+	return o
+}
+
+// sendWatch sends r, split into fragments when the watcher asked for them
+// and r exceeds the request size limit.
+func (s *Server) sendWatch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.WatchResponse], r *pb.WatchResponse, frag bool) error {
+	if !frag || len(r.Events) < 2 || proto.Size(r) <= s.cfg.MaxRequestBytes {
+		return stream.Send(r)
+	}
+	var (
+		part []*mvccpb.Event
+		size int
+	)
+	for i, ev := range r.Events {
+		sz := proto.Size(ev)
+		if len(part) > 0 && size+sz > s.cfg.MaxRequestBytes {
+			out := proto.Clone(r).(*pb.WatchResponse)
+			out.Events, out.Fragment = part, true
+			if err := stream.Send(out); err != nil {
+				return err
+			}
+			part, size = nil, 0
+		}
+		part = append(part, ev)
+		size += sz
+		if i == len(r.Events)-1 {
+			out := proto.Clone(r).(*pb.WatchResponse)
+			out.Events, out.Fragment = part, false
+			return stream.Send(out)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,281 @@
+package mvcc
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// MaxLeaseTTL is the largest TTL a lease may be granted with (etcd's).
+const MaxLeaseTTL = 9_000_000_000
+
+// Lease is a granted lease as TimeToLive and Leases report it.
+type Lease struct {
+	ID         int64
+	GrantedTTL int64
+	// Remaining is the time left before expiry (never negative).
+	Remaining time.Duration
+	Keys      [][]byte
+}
+
+type lease struct {
+	id     int64
+	ttl    int64
+	expiry time.Time
+	keys   map[string]struct{}
+}
+
+// lessor keeps the granted leases in memory; grants and revokes are
+// persisted through the committer (s/<id> holds the TTL and the absolute
+// expiry), keep-alives update the expiry on disk without an fsync. After a
+// restart a lease keeps its remaining TTL; the keys attached to it are found
+// again by scanning the live keyspace.
+//
+// Expiry revokes the lease through the committer: its keys are deleted in
+// one revision and watchers see DELETE events.
+type lessor struct {
+	s      *Store
+	mu     sync.Mutex
+	leases map[int64]*lease
+}
+
+func newLessor(s *Store) *lessor {
+	return &lessor{s: s, leases: map[int64]*lease{}}
+}
+
+func encodeLease(ttl int64, expiry time.Time) []byte {
+	b := binary.BigEndian.AppendUint64(nil, uint64(ttl))
+	return binary.BigEndian.AppendUint64(b, uint64(expiry.UnixNano()))
+}
+
+// load restores the leases and their attached keys from disk.
+func (l *lessor) load() error {
+	it, err := l.s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixLease}, UpperBound: []byte{prefixLease + 1}})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key(), it.Value()
+		if len(k) != 9 || len(v) != 16 {
+			it.Close()
+			return fmt.Errorf("malformed lease record %q; the data dir is damaged", k)
+		}
+		id := int64(binary.BigEndian.Uint64(k[1:]))
+		l.leases[id] = &lease{
+			id:     id,
+			ttl:    int64(binary.BigEndian.Uint64(v[:8])),
+			expiry: time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))),
+			keys:   map[string]struct{}{},
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	return scanLive(l.s.db, []byte{0}, []byte{0}, func(k, v []byte) error {
+		_, kv, err := decodeRecord(nil, v, true)
+		if err != nil {
+			return fmt.Errorf("decode %q: %w", k, err)
+		}
+		if kv.Lease != 0 {
+			if ls := l.leases[kv.Lease]; ls != nil {
+				ls.keys[string(k)] = struct{}{}
+			}
+		}
+		return nil
+	})
+}
+
+func (l *lessor) exists(id int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.leases[id] != nil
+}
+
+func (l *lessor) attach(id int64, key []byte) {
+	if id == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ls := l.leases[id]; ls != nil {
+		ls.keys[string(key)] = struct{}{}
+	}
+}
+
+func (l *lessor) detach(id int64, key []byte) {
+	if id == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ls := l.leases[id]; ls != nil {
+		delete(ls.keys, string(key))
+	}
+}
+
+// LeaseGrant grants a lease. id 0 lets the store choose one. A TTL below the
+// minimum is raised to it; the granted TTL is returned.
+func (s *Store) LeaseGrant(ctx context.Context, id, ttl int64) (int64, int64, error) {
+	if ttl > MaxLeaseTTL {
+		return 0, 0, ErrLeaseTTLLarge
+	}
+	if ttl < s.opts.MinLeaseTTL {
+		ttl = s.opts.MinLeaseTTL
+	}
+	l := s.lessor
+	_, err := s.write(ctx, func(w *writeTxn) (any, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if id == 0 {
+			for id == 0 || l.leases[id] != nil {
+				id = rand.Int64N(1 << 62)
+			}
+		} else if l.leases[id] != nil {
+			return nil, ErrLeaseExists
+		}
+		expiry := s.opts.Now().Add(time.Duration(ttl) * time.Second)
+		_ = w.b.Set(leaseKey(id), encodeLease(ttl, expiry), nil)
+		l.leases[id] = &lease{id: id, ttl: ttl, expiry: expiry, keys: map[string]struct{}{}}
+		return nil, nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return id, ttl, nil
+}
+
+// LeaseRevoke revokes a lease and deletes its keys, in one revision.
+func (s *Store) LeaseRevoke(ctx context.Context, id int64) (int64, error) {
+	_, err := s.write(ctx, func(w *writeTxn) (any, error) { return nil, w.revoke(id) })
+	if err != nil {
+		return 0, err
+	}
+	return s.Rev(), nil
+}
+
+func (w *writeTxn) revoke(id int64) error {
+	l := w.s.lessor
+	l.mu.Lock()
+	ls := l.leases[id]
+	var keys []string
+	if ls != nil {
+		for k := range ls.keys {
+			keys = append(keys, k)
+		}
+	}
+	l.mu.Unlock()
+	if ls == nil {
+		return ErrLeaseNotFound
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		prev, err := w.live([]byte(k))
+		if err != nil {
+			return err
+		}
+		if prev != nil && prev.Lease == id {
+			w.del(prev)
+		}
+	}
+	_ = w.b.Delete(leaseKey(id), nil)
+	l.mu.Lock()
+	delete(l.leases, id)
+	l.mu.Unlock()
+	return nil
+}
+
+// LeaseKeepAlive renews a lease for its full TTL and returns the TTL.
+func (s *Store) LeaseKeepAlive(id int64) (int64, error) {
+	l := s.lessor
+	l.mu.Lock()
+	ls := l.leases[id]
+	if ls == nil {
+		l.mu.Unlock()
+		return 0, ErrLeaseNotFound
+	}
+	ls.expiry = s.opts.Now().Add(time.Duration(ls.ttl) * time.Second)
+	ttl, rec := ls.ttl, encodeLease(ls.ttl, ls.expiry)
+	// Held across the write so a concurrent revoke cannot be undone by it.
+	// Not synced: after a crash the lease keeps the expiry last synced, which
+	// is at most one TTL early, never late.
+	defer l.mu.Unlock()
+	if err := s.db.Set(leaseKey(id), rec, pebble.NoSync); err != nil {
+		return 0, fmt.Errorf("persist lease %x: %w", id, err)
+	}
+	return ttl, nil
+}
+
+// LeaseTimeToLive describes a lease; keys are listed when asked.
+func (s *Store) LeaseTimeToLive(id int64, withKeys bool) (*Lease, error) {
+	l := s.lessor
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls := l.leases[id]
+	if ls == nil {
+		return nil, ErrLeaseNotFound
+	}
+	out := &Lease{ID: id, GrantedTTL: ls.ttl, Remaining: max(ls.expiry.Sub(s.opts.Now()), 0)}
+	if withKeys {
+		for k := range ls.keys {
+			out.Keys = append(out.Keys, []byte(k))
+		}
+		sort.Slice(out.Keys, func(i, j int) bool { return string(out.Keys[i]) < string(out.Keys[j]) })
+	}
+	return out, nil
+}
+
+// Leases lists the IDs of the granted leases.
+func (s *Store) Leases() []int64 {
+	l := s.lessor
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := make([]int64, 0, len(l.leases))
+	for id := range l.leases {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// expiryLoop revokes expired leases, checking every 100 ms.
+func (l *lessor) expiryLoop() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.s.stopc:
+			return
+		case <-t.C:
+		}
+		now := l.s.opts.Now()
+		var expired []int64
+		l.mu.Lock()
+		for id, ls := range l.leases {
+			if !ls.expiry.After(now) {
+				expired = append(expired, id)
+			}
+		}
+		l.mu.Unlock()
+		for _, id := range expired {
+			_, err := l.s.write(context.Background(), func(w *writeTxn) (any, error) {
+				l.mu.Lock()
+				ls := l.leases[id]
+				stillExpired := ls != nil && !ls.expiry.After(l.s.opts.Now())
+				l.mu.Unlock()
+				if !stillExpired {
+					return nil, nil // renewed or revoked meanwhile
+				}
+				return nil, w.revoke(id)
+			})
+			if err != nil && err != ErrClosed {
+				l.s.log.Warn("revoke expired lease", "lease", fmt.Sprintf("%x", id), "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,278 @@
+package mvcc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// readView opens a pebble snapshot and returns it with the revision it holds.
+// The revision is read from the snapshot itself, so the pair is exact even
+// while the committer publishes new groups.
+func (s *Store) readView() (*pebble.Snapshot, int64, error) {
+	snap := s.db.NewSnapshot()
+	rev, err := s.getInt(snap, metaRev)
+	if err != nil {
+		snap.Close()
+		return nil, 0, err
+	}
+	return snap, rev, nil
+}
+
+// Range serves an etcd RangeRequest: key alone is one key; range_end "\x00"
+// means every key >= key; otherwise [key, range_end). Revision 0 reads the
+// current revision; a revision above it returns ErrFutureRev and one below the
+// compacted revision ErrCompacted. The response's Header.Revision is the
+// store's revision at the time of the read (not the requested one), as etcd.
+func (s *Store) Range(ctx context.Context, req *pb.RangeRequest) (*pb.RangeResponse, error) {
+	snap, rev, err := s.readView()
+	if err != nil {
+		return nil, err
+	}
+	defer snap.Close()
+	return s.rangeReader(snap, rev, req)
+}
+
+// rangeReader serves req from r, a consistent view whose revision is cur.
+func (s *Store) rangeReader(r pebble.Reader, cur int64, req *pb.RangeRequest) (*pb.RangeResponse, error) {
+	rev, err := s.checkRev(req.Revision, cur)
+	if err != nil {
+		return nil, err
+	}
+	sortOrder := req.SortOrder
+	if sortOrder == pb.RangeRequest_NONE && req.SortTarget != pb.RangeRequest_KEY {
+		sortOrder = pb.RangeRequest_ASCEND
+	}
+	if req.SortTarget == pb.RangeRequest_KEY && sortOrder == pb.RangeRequest_ASCEND {
+		sortOrder = pb.RangeRequest_NONE // already in key order
+	}
+	filtered := req.MinModRevision != 0 || req.MaxModRevision != 0 ||
+		req.MinCreateRevision != 0 || req.MaxCreateRevision != 0
+	limit := req.Limit
+	if sortOrder != pb.RangeRequest_NONE || filtered {
+		limit = 0
+	}
+	if limit > 0 {
+		limit++ // one more to learn whether there are more
+	}
+	kvs, count, err := s.scan(r, req.Key, req.RangeEnd, rev, cur, limit, req.KeysOnly, req.CountOnly)
+	if err != nil {
+		return nil, err
+	}
+	if filtered {
+		kvs = filterKVs(kvs, req)
+	}
+	sortKVs(kvs, sortOrder, req.SortTarget)
+	resp := &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: cur}, Count: count}
+	if req.Limit > 0 && int64(len(kvs)) > req.Limit {
+		kvs = kvs[:req.Limit]
+		resp.More = true
+	}
+	if !req.CountOnly {
+		resp.Kvs = kvs
+	}
+	return resp, nil
+}
+
+func (s *Store) checkRev(want, cur int64) (int64, error) {
+	if want <= 0 {
+		return cur, nil
+	}
+	if want > cur {
+		return 0, ErrFutureRev
+	}
+	if want < s.compacted.Load() {
+		return 0, ErrCompacted
+	}
+	return want, nil
+}
+
+// scan returns up to limit (0: all) key-values of [key, end) as of rev, and
+// the number of keys in the range. cur is the view's current revision: at
+// cur the live keyspace is read, below it the history.
+func (s *Store) scan(r pebble.Reader, key, end []byte, rev, cur, limit int64, keysOnly, countOnly bool) ([]*mvccpb.KeyValue, int64, error) {
+	var kvs []*mvccpb.KeyValue
+	var count int64
+	emit := func(k []byte, v []byte) error {
+		count++
+		if countOnly || (limit > 0 && int64(len(kvs)) >= limit) {
+			return nil
+		}
+		typ, kv, err := decodeRecord(append([]byte(nil), k...), v, keysOnly)
+		if err != nil {
+			return fmt.Errorf("decode %q: %w", k, err)
+		}
+		if typ != recordPut {
+			return fmt.Errorf("decode %q: %w", k, errBadRecord)
+		}
+		kvs = append(kvs, kv)
+		return nil
+	}
+	var err error
+	if rev == cur {
+		err = scanLive(r, key, end, emit)
+	} else {
+		err = scanHistory(r, key, end, rev, emit)
+	}
+	return kvs, count, err
+}
+
+// liveBounds returns the l/ iteration bounds for an etcd key range.
+func liveBounds(key, end []byte) (lower, upper []byte) {
+	lower = liveKey(key)
+	switch {
+	case len(end) == 0:
+		upper = append(liveKey(key), 0)
+	case len(end) == 1 && end[0] == 0:
+		upper = []byte{prefixLive + 1}
+	default:
+		upper = liveKey(end)
+	}
+	return lower, upper
+}
+
+// scanLive calls emit for every live key in [key, end), in key order.
+func scanLive(r pebble.Reader, key, end []byte, emit func(k, v []byte) error) error {
+	if len(end) == 0 {
+		v, closer, err := r.Get(liveKey(key))
+		if err == pebble.ErrNotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer closer.Close()
+		return emit(key, v)
+	}
+	lower, upper := liveBounds(key, end)
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if err := emit(it.Key()[1:], v); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}
+
+// historyBounds returns the h/ iteration bounds for an etcd key range.
+func historyBounds(key, end []byte) (lower, upper []byte) {
+	lower = escapeBound([]byte{prefixHistory}, key)
+	switch {
+	case len(end) == 0:
+		upper = prefixEnd(historyPrefix(key))
+	case len(end) == 1 && end[0] == 0:
+		upper = []byte{prefixHistory + 1}
+	default:
+		upper = escapeBound([]byte{prefixHistory}, end)
+	}
+	return lower, upper
+}
+
+// scanHistory calls emit, in key order, for the newest entry at or below rev
+// of every key in [key, end) whose newest entry is a put.
+func scanHistory(r pebble.Reader, key, end []byte, rev int64, emit func(k, v []byte) error) error {
+	lower, upper := historyBounds(key, end)
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	revSuffix := putInt64(int64(^uint64(rev)))
+	ok := it.First()
+	for ok {
+		k, prefix, entryRev, err := decodeHistoryKey(it.Key())
+		if err != nil {
+			return err
+		}
+		if entryRev > rev {
+			// Jump to this key's newest entry at or below rev.
+			ok = it.SeekGE(append(append([]byte(nil), prefix...), revSuffix...))
+			if ok && !bytes.HasPrefix(it.Key(), prefix) {
+				continue // no entry at or below rev: next key
+			}
+			if !ok {
+				break
+			}
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if len(v) > 0 && v[0] == recordPut {
+			if err := emit(k, v); err != nil {
+				return err
+			}
+		}
+		// Skip the older entries of this key.
+		ok = it.Next()
+		if ok && bytes.HasPrefix(it.Key(), prefix) {
+			ok = it.SeekGE(append(append([]byte(nil), prefix...), 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF))
+		}
+	}
+	return it.Error()
+}
+
+func filterKVs(kvs []*mvccpb.KeyValue, req *pb.RangeRequest) []*mvccpb.KeyValue {
+	out := kvs[:0]
+	for _, kv := range kvs {
+		if req.MinModRevision > 0 && kv.ModRevision < req.MinModRevision {
+			continue
+		}
+		if req.MaxModRevision > 0 && kv.ModRevision > req.MaxModRevision {
+			continue
+		}
+		if req.MinCreateRevision > 0 && kv.CreateRevision < req.MinCreateRevision {
+			continue
+		}
+		if req.MaxCreateRevision > 0 && kv.CreateRevision > req.MaxCreateRevision {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func sortKVs(kvs []*mvccpb.KeyValue, order pb.RangeRequest_SortOrder, target pb.RangeRequest_SortTarget) {
+	if order == pb.RangeRequest_NONE {
+		return
+	}
+	var less func(a, b *mvccpb.KeyValue) bool
+	switch target {
+	case pb.RangeRequest_KEY:
+		less = func(a, b *mvccpb.KeyValue) bool { return bytes.Compare(a.Key, b.Key) < 0 }
+	case pb.RangeRequest_VERSION:
+		less = func(a, b *mvccpb.KeyValue) bool { return a.Version < b.Version }
+	case pb.RangeRequest_CREATE:
+		less = func(a, b *mvccpb.KeyValue) bool { return a.CreateRevision < b.CreateRevision }
+	case pb.RangeRequest_MOD:
+		less = func(a, b *mvccpb.KeyValue) bool { return a.ModRevision < b.ModRevision }
+	case pb.RangeRequest_VALUE:
+		less = func(a, b *mvccpb.KeyValue) bool { return bytes.Compare(a.Value, b.Value) < 0 }
+	default:
+		return
+	}
+	if order == pb.RangeRequest_DESCEND {
+		sort.SliceStable(kvs, func(i, j int) bool { return less(kvs[j], kvs[i]) })
+		return
+	}
+	sort.SliceStable(kvs, func(i, j int) bool { return less(kvs[i], kvs[j]) })
+}

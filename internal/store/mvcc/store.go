@@ -1,0 +1,256 @@
+package mvcc
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// FormatVersion is the on-disk format this code writes. A data dir with a
+// newer format is refused rather than misread.
+const FormatVersion = 1
+
+// formatMagic marks a pebble directory as a QuantyKube store.
+const formatMagic = "quantykube-store"
+
+// Options configure a Store.
+type Options struct {
+	// NoSync acknowledges writes before they reach the disk. Tests only: a
+	// crash loses acknowledged writes.
+	NoSync bool
+	// MaxBatch bounds the number of requests committed with one fsync.
+	MaxBatch int
+	// CacheSize is pebble's block cache in bytes.
+	CacheSize int64
+	// MinLeaseTTL is the smallest TTL a granted lease gets, in seconds (etcd: 2).
+	MinLeaseTTL int64
+	// Logger receives the store's structured logs.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (o *Options) withDefaults() {
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 2048
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = 64 << 20
+	}
+	if o.MinLeaseTTL <= 0 {
+		o.MinLeaseTTL = 2
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Store is the multi-version key-value store. All methods are safe for
+// concurrent use. Writes go through one committer goroutine (see commit.go);
+// reads run concurrently on pebble snapshots.
+type Store struct {
+	db   *pebble.DB
+	opts Options
+	log  *slog.Logger
+	dir  string
+
+	// rev is the newest committed (durable and visible) main revision.
+	rev atomic.Int64
+	// compacted is the compacted revision; history below it is gone.
+	compacted atomic.Int64
+
+	queue   chan *writeRequest
+	stopc   chan struct{}
+	donec   chan struct{}
+	closing sync.Once
+	failed  atomic.Pointer[error]
+
+	lessor *lessor
+	hub    *hub
+
+	compactMu sync.Mutex // one physical compaction at a time
+	compactWG sync.WaitGroup
+}
+
+// Open opens (or creates) the store in dir. It refuses a directory that holds
+// something else than a QuantyKube store, or a store written by a newer
+// version, without changing anything in it.
+func Open(dir string, opts Options) (*Store, error) {
+	opts.withDefaults()
+	if err := checkDataDir(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir %s: %w", dir, err)
+	}
+	popts := &pebble.Options{
+		Cache:              pebble.NewCache(opts.CacheSize),
+		MemTableSize:       64 << 20,
+		Logger:             quietLogger{opts.Logger},
+		FormatMajorVersion: pebble.FormatNewest,
+	}
+	defer popts.Cache.Unref()
+	db, err := pebble.Open(dir, popts)
+	if err != nil {
+		return nil, fmt.Errorf("open data dir %s: %w (if the dir is damaged, restore it from a backup or move it away and re-import)", dir, err)
+	}
+	s := &Store{
+		db:    db,
+		opts:  opts,
+		log:   opts.Logger,
+		dir:   dir,
+		queue: make(chan *writeRequest, 4*opts.MaxBatch),
+		stopc: make(chan struct{}),
+		donec: make(chan struct{}),
+	}
+	if err := s.loadMeta(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.hub = newHub(s)
+	s.lessor = newLessor(s)
+	if err := s.lessor.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	go s.commitLoop()
+	go s.lessor.expiryLoop()
+	go s.hub.syncLoop()
+	return s, nil
+}
+
+// checkDataDir refuses a directory that is neither empty, nor absent, nor a
+// pebble store (for example an etcd data dir), before pebble touches it.
+func checkDataDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read data dir %s: %w (check the path and its permissions)", dir, err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "member")); err == nil {
+		return fmt.Errorf("data dir %s holds an etcd member, not a QuantyKube store; pass an empty or new --data-dir", dir)
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "MANIFEST-*"))
+	if len(matches) == 0 {
+		return fmt.Errorf("data dir %s is not empty and holds no QuantyKube store; pass an empty or new --data-dir", dir)
+	}
+	return nil
+}
+
+func (s *Store) loadMeta() error {
+	magic, err := s.get(s.db, metaFormat)
+	if err != nil {
+		return err
+	}
+	if magic == nil {
+		// A new store: revision 1, nothing compacted.
+		b := s.db.NewBatch()
+		_ = b.Set(metaFormat, append([]byte(formatMagic), byte(FormatVersion)), nil)
+		_ = b.Set(metaRev, putInt64(1), nil)
+		_ = b.Set(metaCompacted, putInt64(0), nil)
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("initialise store: %w", err)
+		}
+		s.rev.Store(1)
+		return nil
+	}
+	if len(magic) != len(formatMagic)+1 || string(magic[:len(formatMagic)]) != formatMagic {
+		return fmt.Errorf("data dir %s holds a pebble database that is not a QuantyKube store; pass an empty or new --data-dir", s.dir)
+	}
+	if v := int(magic[len(formatMagic)]); v > FormatVersion {
+		return fmt.Errorf("data dir %s has store format %d, newer than this binary's %d; run a newer quantykube", s.dir, v, FormatVersion)
+	}
+	rev, err := s.getInt(s.db, metaRev)
+	if err != nil {
+		return err
+	}
+	compacted, err := s.getInt(s.db, metaCompacted)
+	if err != nil {
+		return err
+	}
+	s.rev.Store(rev)
+	s.compacted.Store(compacted)
+	return nil
+}
+
+// get reads key from r (a DB, snapshot or indexed batch) and copies the value;
+// nil means absent.
+func (s *Store) get(r pebble.Reader, key []byte) ([]byte, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %q: %w", key, err)
+	}
+	out := append([]byte(nil), v...)
+	closer.Close()
+	return out, nil
+}
+
+func (s *Store) getInt(r pebble.Reader, key []byte) (int64, error) {
+	v, err := s.get(r, key)
+	if err != nil {
+		return 0, err
+	}
+	if v == nil {
+		return 0, fmt.Errorf("store metadata %q missing; the data dir is damaged", key)
+	}
+	return getInt64(v)
+}
+
+// Rev returns the current (newest committed) revision.
+func (s *Store) Rev() int64 { return s.rev.Load() }
+
+// CompactedRev returns the compacted revision (0 if never compacted).
+func (s *Store) CompactedRev() int64 { return s.compacted.Load() }
+
+// Close stops the committer, the watchers and the lessor and closes pebble.
+// Requests in flight get ErrClosed.
+func (s *Store) Close() error {
+	var err error
+	s.closing.Do(func() {
+		close(s.stopc)
+		<-s.donec
+		s.hub.close()
+		s.compactWG.Wait()
+		err = s.db.Close()
+	})
+	return err
+}
+
+// Size returns the bytes pebble uses on disk, and an estimate of the bytes
+// in use by live data.
+func (s *Store) Size() (total, inUse int64) {
+	m := s.db.Metrics()
+	total = int64(m.DiskSpaceUsage())
+	inUse = total
+	if est, err := s.db.EstimateDiskUsage([]byte{prefixLive}, []byte{prefixLive + 1}); err == nil {
+		inUse = int64(est)
+	}
+	return total, inUse
+}
+
+type quietLogger struct{ l *slog.Logger }
+
+func (q quietLogger) Infof(format string, args ...any)  {}
+func (q quietLogger) Errorf(format string, args ...any) { q.l.Error(fmt.Sprintf(format, args...)) }
+func (q quietLogger) Fatalf(format string, args ...any) {
+	q.l.Error(fmt.Sprintf(format, args...))
+	os.Exit(1)
+}

@@ -1,0 +1,108 @@
+package mvcc
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// writeTxn is the committer's view while it evaluates one request of a group:
+// reads go through the group's indexed batch, so they see every earlier
+// request of the group and the earlier operations of this request.
+type writeTxn struct {
+	s *Store
+	b *pebble.Batch
+	// rev is the revision of the newest change in the batch (the store's
+	// revision before the group, if none).
+	rev int64
+	// changes counts the changes of the current request; the first one raises
+	// rev, each one takes the next sub-revision.
+	changes int64
+	events  []Event
+	// afterCommit runs once the group is durable (lease bookkeeping).
+	afterCommit []func()
+}
+
+func (w *writeTxn) begin() {
+	w.changes = 0
+	w.events = w.events[:0]
+}
+
+func (w *writeTxn) end() {}
+
+// nextRev returns the (main, sub) revision of the next change of the request.
+func (w *writeTxn) nextRev() (int64, int64) {
+	if w.changes == 0 {
+		w.rev++
+	}
+	sub := w.changes
+	w.changes++
+	return w.rev, sub
+}
+
+// currentRev is the revision reads inside the request observe.
+func (w *writeTxn) currentRev() int64 { return w.rev }
+
+// live returns the live key-value of key, or nil.
+func (w *writeTxn) live(key []byte) (*mvccpb.KeyValue, error) {
+	v, err := w.s.get(w.b, liveKey(key))
+	if err != nil || v == nil {
+		return nil, err
+	}
+	_, kv, err := decodeRecord(append([]byte(nil), key...), v, false)
+	if err != nil {
+		return nil, fmt.Errorf("decode %q: %w", key, err)
+	}
+	return kv, nil
+}
+
+// put writes key=value with lease. prev is the key's live value (nil if
+// absent), as the caller already read it. It returns the new key-value.
+func (w *writeTxn) put(key, value []byte, lease int64, prev *mvccpb.KeyValue) *mvccpb.KeyValue {
+	rev, sub := w.nextRev()
+	kv := &mvccpb.KeyValue{Key: key, Value: value, ModRevision: rev, Version: 1, CreateRevision: rev, Lease: lease}
+	if prev != nil {
+		kv.CreateRevision = prev.CreateRevision
+		kv.Version = prev.Version + 1
+	}
+	rec := encodeRecord(recordPut, kv)
+	_ = w.b.Set(liveKey(key), rec, nil)
+	_ = w.b.Set(historyKey(key, rev), rec, nil)
+	_ = w.b.Set(eventKey(rev, sub), key, nil)
+	var prevLease int64
+	if prev != nil {
+		prevLease = prev.Lease
+	}
+	if prevLease != lease {
+		w.s.lessor.detach(prevLease, key)
+		w.s.lessor.attach(lease, key)
+	}
+	w.events = append(w.events, Event{Type: mvccpb.PUT, KV: kv, PrevKV: prev})
+	return kv
+}
+
+// del deletes the live key prev.Key.
+func (w *writeTxn) del(prev *mvccpb.KeyValue) {
+	rev, sub := w.nextRev()
+	tomb := &mvccpb.KeyValue{Key: prev.Key, ModRevision: rev}
+	_ = w.b.Delete(liveKey(prev.Key), nil)
+	_ = w.b.Set(historyKey(prev.Key, rev), encodeRecord(recordDelete, tomb), nil)
+	_ = w.b.Set(eventKey(rev, sub), prev.Key, nil)
+	w.s.lessor.detach(prev.Lease, prev.Key)
+	w.events = append(w.events, Event{Type: mvccpb.DELETE, KV: tomb, PrevKV: prev})
+}
+
+// liveRange returns the live key-values of [key, end) as the batch sees them.
+func (w *writeTxn) liveRange(key, end []byte) ([]*mvccpb.KeyValue, error) {
+	var kvs []*mvccpb.KeyValue
+	err := scanLive(w.b, key, end, func(k, v []byte) error {
+		_, kv, err := decodeRecord(append([]byte(nil), k...), v, false)
+		if err != nil {
+			return fmt.Errorf("decode %q: %w", k, err)
+		}
+		kvs = append(kvs, kv)
+		return nil
+	})
+	return kvs, err
+}

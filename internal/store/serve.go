@@ -1,0 +1,186 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/quantyroot/quantykube/internal/store/etcdapi"
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
+)
+
+// grpcOverheadBytes is what etcd allows above --max-request-bytes for the
+// gRPC envelope.
+const grpcOverheadBytes = 512 * 1024
+
+// Run serves the store until ctx ends. It binds every listener before it
+// opens the data dir, so a port in use changes nothing on disk.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	tlsCfg, err := cfg.serverTLS()
+	if err != nil {
+		return err
+	}
+	clientLns, err := listenAll(cfg.ListenClientURLs, "--listen-client-urls")
+	if err != nil {
+		return err
+	}
+	defer closeAll(clientLns)
+	metricsLns, err := listenAll(cfg.ListenMetricsURLs, "--listen-metrics-urls")
+	if err != nil {
+		return err
+	}
+	defer closeAll(metricsLns)
+
+	st, err := mvcc.Open(cfg.DataDir, mvcc.Options{NoSync: cfg.UnsafeNoFsync, Logger: log, CacheSize: cfg.CacheBytes})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if cfg.UnsafeNoFsync {
+		log.Warn("--unsafe-no-fsync is set: acknowledged writes can be lost on a crash; tests only")
+	}
+	advertise := cfg.AdvertiseClientURLs
+	if len(advertise) == 0 {
+		advertise = cfg.ListenClientURLs
+	}
+	api := etcdapi.New(st, etcdapi.Config{
+		Name: cfg.Name, ClientURLs: advertise, MaxRequestBytes: cfg.MaxRequestBytes, MaxTxnOps: cfg.MaxTxnOps,
+		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes,
+	})
+	maxReq := cfg.MaxRequestBytes
+	if maxReq <= 0 {
+		maxReq = 1536 * 1024
+	}
+	metrics := newMetrics(st)
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(maxReq + grpcOverheadBytes),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.MaxConcurrentStreams(math.MaxUint32),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
+		grpc.ChainUnaryInterceptor(metrics.unary),
+		grpc.ChainStreamInterceptor(metrics.stream),
+	}
+	if tlsCfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	// One gRPC server per TLS mode: https listeners get TLS, http ones not.
+	gsTLS := grpc.NewServer(opts...)
+	gsPlain := grpc.NewServer(opts[:len(opts)-boolInt(tlsCfg != nil)]...)
+	hs := health.NewServer()
+	for _, g := range []*grpc.Server{gsTLS, gsPlain} {
+		api.Register(g)
+		healthpb.RegisterHealthServer(g, hs)
+	}
+
+	errc := make(chan error, len(clientLns)+len(metricsLns))
+	for _, l := range clientLns {
+		g := gsPlain
+		if l.tls {
+			g = gsTLS
+		}
+		go func(l boundListener) { errc <- g.Serve(l.Listener) }(l)
+		log.Info("serving etcd v3 API", "url", l.url)
+	}
+	mux := http.NewServeMux()
+	metrics.register(mux)
+	var httpServers []*http.Server
+	for _, l := range metricsLns {
+		hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		if l.tls {
+			hsrv.TLSConfig = tlsCfg
+			go func(l boundListener) { errc <- hsrv.ServeTLS(l.Listener, "", "") }(l)
+		} else {
+			go func(l boundListener) { errc <- hsrv.Serve(l.Listener) }(l)
+		}
+		httpServers = append(httpServers, hsrv)
+		log.Info("serving metrics and health", "url", l.url)
+	}
+	log.Info("store ready", "name", cfg.Name, "data-dir", cfg.DataDir, "revision", st.Rev(), "compacted", st.CompactedRev())
+
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("listener failed", "err", err)
+		}
+	}
+	log.Info("stopping store")
+	for _, h := range httpServers {
+		_ = h.Close()
+	}
+	stopped := make(chan struct{})
+	go func() {
+		gsTLS.GracefulStop()
+		gsPlain.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		gsTLS.Stop()
+		gsPlain.Stop()
+	}
+	return st.Close()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+type boundListener struct {
+	net.Listener
+	url string
+	tls bool
+}
+
+func listenAll(urls []string, flag string) ([]boundListener, error) {
+	var out []boundListener
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("%s %q: %w", flag, raw, err)
+		}
+		network, addr := "tcp", u.Host
+		if strings.HasPrefix(u.Scheme, "unix") {
+			network, addr = "unix", u.Host+u.Path
+		}
+		l, err := net.Listen(network, addr)
+		if err != nil {
+			closeAll(out)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return nil, fmt.Errorf("%s %s: address already in use; stop the process holding it or pass another URL", flag, raw)
+			}
+			return nil, fmt.Errorf("%s %s: %w", flag, raw, err)
+		}
+		out = append(out, boundListener{Listener: l, url: raw, tls: u.Scheme == "https" || u.Scheme == "unixs"})
+	}
+	return out, nil
+}
+
+func closeAll(ls []boundListener) {
+	for _, l := range ls {
+		_ = l.Close()
+	}
+}
