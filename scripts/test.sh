@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# test.sh — every test of the project, with real components (README's second command; .ci/run runs it).
+#
+# Stages, in order; the first failure stops the run and its exit code is the script's:
+#   1. go vet + unit tests of every package, and the end-to-end store tests of test/store
+#      (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl), in one `go test`
+#   2. the Kubernetes storage suites (k8s.io/apiserver v0.37.2 etcd3 + cacher) against the store
+#
+# Real binaries are built from the Go module proxy by scripts/deps.sh and cached under
+# ${QK_CACHE:-<repo>/.cache}; the first run on a fresh machine spends most of its time there.
+# STAGES="1 2" selects stages (default: all).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+export PATH=$PATH:/usr/local/go/bin
+STAGES=${STAGES:-"1 2"}
+CACHE=${QK_CACHE:-$ROOT/.cache}
+stage() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+want() { [[ " $STAGES " == *" $1 "* ]]; }
+
+stage "building quantykube and the real components"
+mkdir -p "$CACHE/bin"
+go build -o "$CACHE/bin/quantykube" ./cmd/quantykube
+export QK_STORE_BIN=$CACHE/bin/quantykube
+eval "$(scripts/deps.sh env etcd etcdctl kube-apiserver kube-controller-manager)"
+export QK_KUBECTL=${QK_KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
+
+if want 1; then
+  stage "1. go vet, unit tests and end-to-end store tests"
+  go vet ./...
+  go test -count=1 -timeout 30m ./...
+fi
+if want 2; then
+  stage "2. Kubernetes storage suites against quantykube store"
+  test/k8s-storage/run.sh --store-bin "$QK_STORE_BIN"
+fi
+stage "all stages passed"
