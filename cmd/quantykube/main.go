@@ -22,7 +22,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newStoreCommand())
+	root.AddCommand(newStoreCommand(), newInstallCommand(), newUndoCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "quantykube:", err)
 		os.Exit(1)

@@ -208,3 +208,28 @@ func (s *Store) SetRevision(ctx context.Context, rev int64) error {
 	})
 	return err
 }
+
+// RestoreLease grants lease id with its granted TTL and the time it has
+// left, as it was elsewhere (a lease granted at the source after the bulk
+// copy). An existing lease with that id is left as it is.
+func (s *Store) RestoreLease(ctx context.Context, id, ttl int64, remaining time.Duration) error {
+	if id == 0 {
+		return errors.New("mvcc: restore lease: id 0 is not a lease")
+	}
+	l := s.lessor
+	_, err := s.write(ctx, func(w *writeTxn) (any, error) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.leases[id] != nil {
+			return nil, nil
+		}
+		expiry := s.opts.Now().Add(remaining)
+		_ = w.b.Set(leaseKey(id), encodeLease(ttl, expiry), nil)
+		l.leases[id] = &lease{id: id, ttl: ttl, expiry: expiry, keys: map[string]struct{}{}}
+		return nil, nil
+	})
+	return err
+}
+
+// HasLease reports whether lease id is granted.
+func (s *Store) HasLease(id int64) bool { return s.lessor.exists(id) }

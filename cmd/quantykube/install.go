@@ -1,0 +1,61 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/quantyroot/quantykube/internal/install/storemove"
+)
+
+func newInstallCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Move this node onto QuantyKube (root; every step journaled, put back on failure)",
+	}
+	cmd.AddCommand(newStoreMoveCommand("store", false))
+	return cmd
+}
+
+func newUndoCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "undo",
+		Short: "Move this node back to what it ran before QuantyKube",
+	}
+	cmd.AddCommand(newStoreMoveCommand("store", true))
+	return cmd
+}
+
+func newStoreMoveCommand(use string, undo bool) *cobra.Command {
+	p := storemove.DefaultPaths()
+	var dryRun bool
+	var logLevel, name string
+	short := "Move the API server of this kubeadm control-plane node from etcd onto quantykube store, keeping every revision"
+	if undo {
+		short = "Move the API server of this node back from quantykube store onto etcd"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			m := &storemove.Mover{Paths: p, Log: log, Out: cmd.OutOrStdout(), NodeName: name}
+			if undo {
+				return m.Undo(cmd.Context(), dryRun)
+			}
+			return m.Install(cmd.Context(), dryRun)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "print the plan with each step's expected impact and change nothing")
+	f.StringVar(&p.Manifests, "manifests", p.Manifests, "kubelet's static pod manifest directory")
+	f.StringVar(&p.PKI, "pki", p.PKI, "kubeadm's PKI directory")
+	f.StringVar(&p.StateDir, "state-dir", p.StateDir, "where the journal and the saved manifests are kept")
+	f.StringVar(&p.DataDir, "data-dir", p.DataDir, "the store's data directory")
+	f.StringVar(&p.Binary, "binary", p.Binary, "where the store's binary is installed for its systemd unit")
+	f.StringVar(&name, "name", "", "the store's member name (default: the host name)")
+	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	return cmd
+}

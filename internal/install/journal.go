@@ -1,0 +1,145 @@
+package install
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Record is one line of a journal.
+type Record struct {
+	Time time.Time `json:"time"`
+	// Op is "install" or "undo".
+	Op string `json:"op"`
+	// Event is one of the Event* constants.
+	Event string `json:"event"`
+	Step  string `json:"step,omitempty"`
+	// Detail is free text: an error, a measurement.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Journal events.
+const (
+	EventStart      = "start"       // a run of Op begins
+	EventBegin      = "begin"       // Step begins
+	EventEnd        = "end"         // Step ended well
+	EventFail       = "fail"        // Step failed (Detail: why)
+	EventUndoBegin  = "undo-begin"  // Step is being put back
+	EventUndoEnd    = "undo-end"    // Step was put back
+	EventDone       = "done"        // Op finished: the new state stands
+	EventRolledBack = "rolled-back" // Op was put back entirely
+)
+
+// Journal is an append-only, fsynced log of a subject's runs.
+type Journal struct {
+	path string
+}
+
+// OpenJournal opens the journal at path; nothing is created until the
+// first Append.
+func OpenJournal(path string) (*Journal, error) {
+	return &Journal{path: path}, nil
+}
+
+// Path is the journal's file.
+func (j *Journal) Path() string { return j.path }
+
+// Append writes r and fsyncs it before returning.
+func (j *Journal) Append(r Record) error {
+	if r.Time.IsZero() {
+		r.Time = time.Now().UTC()
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(j.path), 0o700); err != nil {
+		return fmt.Errorf("create journal directory: %w", err)
+	}
+	f, err := os.OpenFile(j.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("open journal %s: %w", j.path, err)
+	}
+	defer f.Close()
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("write journal %s: %w", j.path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync journal %s: %w", j.path, err)
+	}
+	return nil
+}
+
+// Records reads every record. A torn last line (a crash mid-write) is
+// ignored: its step was never recorded as begun.
+func (j *Journal) Records() ([]Record, error) {
+	f, err := os.Open(j.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w", j.path, err)
+	}
+	defer f.Close()
+	var out []Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var r Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, sc.Err()
+}
+
+// State summarises the journal: the last run, and whether it finished.
+type State struct {
+	// Op of the last run ("" if none).
+	Op string
+	// Finished is EventDone or EventRolledBack for a finished run, "" for an
+	// interrupted one.
+	Finished string
+	// Begun lists the steps of the last run that began, in order.
+	Begun []string
+	// Ended holds the steps of the last run that ended well.
+	Ended map[string]bool
+	// Undone holds the steps of the last run already put back.
+	Undone map[string]bool
+	// Installed reports whether the subject is in its installed state: the
+	// last finished install was done and not undone since.
+	Installed bool
+}
+
+// State reads the journal's state.
+func (j *Journal) State() (State, error) {
+	recs, err := j.Records()
+	if err != nil {
+		return State{}, err
+	}
+	var st State
+	for _, r := range recs {
+		switch r.Event {
+		case EventStart:
+			st.Op, st.Finished, st.Begun = r.Op, "", nil
+			st.Ended, st.Undone = map[string]bool{}, map[string]bool{}
+		case EventBegin:
+			st.Begun = append(st.Begun, r.Step)
+		case EventEnd:
+			st.Ended[r.Step] = true
+		case EventUndoEnd:
+			st.Undone[r.Step] = true
+		case EventDone:
+			st.Finished = EventDone
+			st.Installed = r.Op == "install"
+		case EventRolledBack:
+			st.Finished = EventRolledBack
+		}
+	}
+	return st, nil
+}

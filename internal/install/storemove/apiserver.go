@@ -1,0 +1,167 @@
+package storemove
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/quantyroot/quantykube/internal/install/staticpod"
+)
+
+func quietZap() *zap.Logger { return zap.NewNop() }
+
+// apiserverPort is the API server's --secure-port (6443 by default).
+func apiserverPort(manifest []byte) string {
+	if v, ok := staticpod.Flag(manifest, "secure-port"); ok {
+		return v
+	}
+	return "6443"
+}
+
+var insecureHTTP = &http.Client{
+	Timeout:   2 * time.Second,
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // a local liveness probe
+}
+
+// apiserverReady reports whether the local API server answers /readyz.
+func apiserverReady(ctx context.Context, port string) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.0.0.1:"+port+"/readyz", nil)
+	resp, err := insecureHTTP.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// waitReady waits until the API server answers /readyz.
+func waitReady(ctx context.Context, port string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !apiserverReady(ctx, port) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the API server did not become ready on :%s within %v", port, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// criEndpoint is the kubelet's container runtime endpoint.
+func (p Paths) criEndpoint() string {
+	if b, err := os.ReadFile(p.KubeletCfg); err == nil {
+		if m := regexp.MustCompile(`(?m)^containerRuntimeEndpoint:\s*"?([^"\s]+)`).FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+	}
+	if b, err := os.ReadFile("/var/lib/kubelet/kubeadm-flags.env"); err == nil {
+		if m := regexp.MustCompile(`--container-runtime-endpoint=([^"\s]+)`).FindSubmatch(b); m != nil {
+			return string(m[1])
+		}
+	}
+	return "unix:///run/containerd/containerd.sock"
+}
+
+// runningAPIServers lists the running kube-apiserver containers through the CRI.
+func runningAPIServers(ctx context.Context, endpoint string) (runtimeapi.RuntimeServiceClient, []string, func(), error) {
+	target := endpoint
+	if !strings.HasPrefix(target, "unix://") {
+		target = "unix://" + target
+	}
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("connect to the container runtime at %s: %w", endpoint, err)
+	}
+	rt := runtimeapi.NewRuntimeServiceClient(conn)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := rt.ListContainers(cctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
+		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
+		LabelSelector: map[string]string{"io.kubernetes.container.name": "kube-apiserver", "io.kubernetes.pod.namespace": "kube-system"},
+	}})
+	if err != nil {
+		conn.Close()
+		return nil, nil, nil, fmt.Errorf("list containers at %s: %w", endpoint, err)
+	}
+	var ids []string
+	for _, c := range resp.Containers {
+		ids = append(ids, c.Id)
+	}
+	return rt, ids, func() { conn.Close() }, nil
+}
+
+// stopAPIServer removes the API server manifest from kubelet's directory
+// (the original is kept at saveTo first) and waits until the API server is
+// gone: /readyz fails and no kube-apiserver container runs. kube-apiserver
+// can linger for its whole grace period on SIGTERM with watches open, so
+// after a short wait its container is stopped through the CRI.
+func (p Paths) stopAPIServer(ctx context.Context, saveTo string, port string) error {
+	cur, err := os.ReadFile(p.apiserverManifest())
+	switch {
+	case err == nil:
+		if err := staticpod.WriteAtomic(saveTo, cur, 0o600); err != nil {
+			return err
+		}
+		if err := os.Remove(p.apiserverManifest()); err != nil {
+			return fmt.Errorf("move the API server manifest out: %w", err)
+		}
+	case errors.Is(err, os.ErrNotExist):
+		if _, err := os.Stat(saveTo); err != nil {
+			return fmt.Errorf("the API server manifest is neither in %s nor saved at %s", p.Manifests, saveTo)
+		}
+	default:
+		return err
+	}
+	start := time.Now()
+	endpoint := p.criEndpoint()
+	for {
+		ready := apiserverReady(ctx, port)
+		rt, ids, done, err := runningAPIServers(ctx, endpoint)
+		if err != nil {
+			return err
+		}
+		if !ready && len(ids) == 0 {
+			done()
+			return nil
+		}
+		if time.Since(start) > 3*time.Second {
+			for _, id := range ids {
+				_, _ = rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1})
+			}
+		}
+		done()
+		if time.Since(start) > 90*time.Second {
+			return errors.New("the API server is still running 90 s after its manifest was removed")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// startAPIServer puts manifest into kubelet's directory atomically and waits
+// until the API server is ready.
+func (p Paths) startAPIServer(ctx context.Context, manifest []byte, timeout time.Duration) error {
+	if !staticpod.Equal(p.apiserverManifest(), manifest) {
+		if err := staticpod.WriteAtomic(p.apiserverManifest(), manifest, 0o600); err != nil {
+			return err
+		}
+	}
+	return waitReady(ctx, apiserverPort(manifest), timeout)
+}

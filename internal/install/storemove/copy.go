@@ -1,0 +1,225 @@
+// Package storemove moves a kubeadm control plane's data from etcd into
+// QuantyKube's store and back, keeping every revision: `quantykube install
+// store` and `quantykube undo store`.
+package storemove
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
+)
+
+// DefaultPageSize is how many keys one read of etcd returns during the bulk
+// copy: the keyspace is never held in memory whole.
+const DefaultPageSize = 1000
+
+// Copier copies etcd's keyspace into an empty store with etcd's revisions:
+// Bulk reads etcd at one revision R0 in pages, Follow replays every later
+// change with its own revision until etcd stops changing, so the store ends
+// at etcd's final revision R with exactly etcd's data.
+type Copier struct {
+	Etcd     *clientv3.Client
+	Store    *mvcc.Store
+	PageSize int
+	Log      *slog.Logger
+
+	mu      sync.Mutex
+	applied int64 // newest etcd revision applied to the store
+}
+
+// CopyStats describe a bulk copy.
+type CopyStats struct {
+	Revision int64
+	Keys     int64
+	Leases   int
+	Bytes    int64
+	Duration time.Duration
+}
+
+// Rate is the copy rate in keys per second.
+func (s CopyStats) Rate() float64 {
+	if s.Duration <= 0 {
+		return 0
+	}
+	return float64(s.Keys) / s.Duration.Seconds()
+}
+
+// Bulk copies etcd's leases and then every key as of one revision R0 (the
+// revision of the first page), page by page, and finishes the import at R0.
+func (c *Copier) Bulk(ctx context.Context) (CopyStats, error) {
+	start := time.Now()
+	page := c.PageSize
+	if page <= 0 {
+		page = DefaultPageSize
+	}
+	im, err := c.Store.NewImporter()
+	if err != nil {
+		return CopyStats{}, err
+	}
+	var st CopyStats
+	// Leases first, so keys attach to them as they arrive.
+	leases, err := c.Etcd.Leases(ctx)
+	if err != nil {
+		return st, fmt.Errorf("list etcd leases: %w", err)
+	}
+	for _, l := range leases.Leases {
+		ttl, err := c.Etcd.TimeToLive(ctx, l.ID)
+		if err != nil {
+			return st, fmt.Errorf("read etcd lease %x: %w", l.ID, err)
+		}
+		if ttl.TTL <= 0 {
+			continue // expired meanwhile
+		}
+		if err := im.Lease(int64(l.ID), ttl.GrantedTTL, time.Duration(ttl.TTL)*time.Second); err != nil {
+			return st, err
+		}
+		st.Leases++
+	}
+	key := []byte{0}
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange("\x00"), clientv3.WithLimit(int64(page))}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := c.Etcd.Get(ctx, string(key), opts...)
+		if err != nil {
+			return st, fmt.Errorf("read etcd keys from %q at revision %d: %w", key, rev, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			if err := im.Put(kv); err != nil {
+				return st, fmt.Errorf("import %q: %w", kv.Key, err)
+			}
+			st.Bytes += int64(len(kv.Key) + len(kv.Value))
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		key = append(append([]byte(nil), resp.Kvs[len(resp.Kvs)-1].Key...), 0)
+	}
+	if err := im.Finish(rev); err != nil {
+		return st, err
+	}
+	c.mu.Lock()
+	c.applied = rev
+	c.mu.Unlock()
+	st.Revision, st.Keys, st.Duration = rev, im.Keys(), time.Since(start)
+	return st, nil
+}
+
+// Applied returns the newest etcd revision the store has.
+func (c *Copier) Applied() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applied
+}
+
+// Follow watches etcd from the revision after the bulk copy and applies
+// every change to the store with its revision, until ctx ends or until
+// CatchUp has seen the store reach the target. Leases granted in etcd after
+// the bulk copy are restored before the first key that uses them.
+func (c *Copier) Follow(ctx context.Context) error {
+	from := c.Applied() + 1
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := c.Etcd.Watch(wctx, "\x00", clientv3.WithRange("\x00"), clientv3.WithRev(from), clientv3.WithPrevKV(), clientv3.WithProgressNotify())
+	for resp := range wch {
+		if err := resp.Err(); err != nil {
+			return fmt.Errorf("watch etcd from revision %d: %w", from, err)
+		}
+		if len(resp.Events) > 0 {
+			if err := c.apply(ctx, resp.Events); err != nil {
+				return err
+			}
+		}
+		if resp.IsProgressNotify() {
+			// Every event up to the header revision has been delivered.
+			if err := c.raiseTo(ctx, resp.Header.Revision); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+func (c *Copier) apply(ctx context.Context, evs []*clientv3.Event) error {
+	batch := make([]mvcc.ImportEvent, 0, len(evs))
+	for _, ev := range evs {
+		if ev.Type == mvccpb.PUT && ev.Kv.Lease != 0 && !c.Store.HasLease(ev.Kv.Lease) {
+			if err := c.restoreLease(ctx, ev.Kv.Lease); err != nil {
+				return err
+			}
+		}
+		batch = append(batch, mvcc.ImportEvent{Type: ev.Type, KV: ev.Kv})
+	}
+	if err := c.Store.ApplyEvents(ctx, batch); err != nil {
+		return fmt.Errorf("apply etcd events up to revision %d: %w", evs[len(evs)-1].Kv.ModRevision, err)
+	}
+	c.mu.Lock()
+	c.applied = max(c.applied, evs[len(evs)-1].Kv.ModRevision)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Copier) restoreLease(ctx context.Context, id int64) error {
+	ttl, err := c.Etcd.TimeToLive(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		return fmt.Errorf("read etcd lease %x: %w", id, err)
+	}
+	remaining := time.Duration(max(ttl.TTL, 0)) * time.Second
+	return c.Store.RestoreLease(ctx, id, max(ttl.GrantedTTL, 1), remaining)
+}
+
+// raiseTo raises the store to etcd revision rev once every event up to it
+// was applied (revisions without key changes exist: a lease revoke with no
+// keys does not raise etcd's revision, but other members' no-op entries can).
+func (c *Copier) raiseTo(ctx context.Context, rev int64) error {
+	c.mu.Lock()
+	applied := c.applied
+	c.mu.Unlock()
+	if rev <= applied {
+		return nil
+	}
+	if err := c.Store.SetRevision(ctx, rev); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.applied = rev
+	c.mu.Unlock()
+	return nil
+}
+
+// CatchUp waits until Follow has applied everything up to etcd's current
+// revision, which must no longer change (the API server is stopped), and
+// returns that revision. It asks etcd for a progress notification so the
+// watch proves it has delivered everything.
+func (c *Copier) CatchUp(ctx context.Context) (int64, error) {
+	resp, err := c.Etcd.Get(ctx, "quantykube-catch-up-probe")
+	if err != nil {
+		return 0, fmt.Errorf("read etcd's revision: %w", err)
+	}
+	target := resp.Header.Revision
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for c.Applied() < target {
+		if err := c.Etcd.RequestProgress(clientv3.WithRequireLeader(ctx)); err != nil {
+			return 0, fmt.Errorf("ask etcd for watch progress: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("catch up to etcd revision %d (at %d): %w", target, c.Applied(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return target, nil
+}

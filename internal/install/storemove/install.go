@@ -1,0 +1,347 @@
+package storemove
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/quantyroot/quantykube/internal/install"
+	"github.com/quantyroot/quantykube/internal/install/staticpod"
+	"github.com/quantyroot/quantykube/internal/install/systemd"
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
+)
+
+// UnitName is the store's systemd unit.
+const UnitName = "quantykube-store"
+
+// Mover runs install store and undo store on this node.
+type Mover struct {
+	Paths Paths
+	Log   *slog.Logger
+	Out   io.Writer
+	// NodeName names the store's member (default: the host name).
+	NodeName string
+	// ReadyTimeout bounds the wait for the API server after a switch.
+	ReadyTimeout time.Duration
+
+	// state carried between the steps of one run
+	manifest   []byte // the original (etcd) manifest
+	endpoint   string // etcd's URL
+	port       string // the API server's port
+	etcd       *clientv3.Client
+	store      *mvcc.Store
+	copier     *Copier
+	followStop context.CancelFunc
+	followDone chan error
+	finalRev   int64
+	stopped    time.Time
+	copyStats  CopyStats
+	Downtime   time.Duration
+}
+
+func (m *Mover) runner() (*install.Runner, error) {
+	j, err := install.OpenJournal(m.Paths.journal())
+	if err != nil {
+		return nil, err
+	}
+	return &install.Runner{Journal: j, Log: m.Log, Out: m.Out}, nil
+}
+
+// Install moves the API server from etcd onto the store. With dryRun it
+// prints the plan and changes nothing.
+func (m *Mover) Install(ctx context.Context, dryRun bool) error {
+	if m.ReadyTimeout == 0 {
+		m.ReadyTimeout = 3 * time.Minute
+	}
+	if dryRun {
+		if _, _, err := m.Paths.preflightInstall(ctx); err != nil {
+			fmt.Fprintf(m.Out, "preflight: %v\n", err)
+		} else {
+			fmt.Fprintln(m.Out, "preflight: ok")
+		}
+		(&install.Runner{Log: m.Log}).DryRun(m.Out, m.installPlan())
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("install store must run as root on the control-plane node (try sudo)")
+	}
+	r, err := m.runner()
+	if err != nil {
+		return err
+	}
+	st, err := r.Journal.State()
+	if err != nil {
+		return err
+	}
+	interrupted := st.Op != "" && st.Finished == ""
+	if !interrupted && st.Installed {
+		fmt.Fprintln(m.Out, "the store is already installed; nothing to do")
+		return nil
+	}
+	if !interrupted {
+		// Bad input is refused before anything is written, the lock included.
+		if m.manifest, m.endpoint, err = m.Paths.preflightInstall(ctx); err != nil {
+			return err
+		}
+		m.port = apiserverPort(m.manifest)
+		if err := systemd.Available(ctx); err != nil {
+			return err
+		}
+	}
+	release, err := install.Lock(m.Paths.lockFile())
+	if err != nil {
+		return err
+	}
+	defer release()
+	if interrupted {
+		// An interrupted run: finish it or put it back before anything else.
+		plan := m.installPlan()
+		if st.Op == "undo" {
+			plan = m.undoPlan()
+		}
+		m.manifest, _ = os.ReadFile(m.Paths.savedManifest())
+		m.port = apiserverPort(m.manifest)
+		how, err := r.Recover(ctx, plan)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Out, "the interrupted %s was %s\n", st.Op, how)
+		if st, _ = r.Journal.State(); st.Installed || st.Op == "undo" {
+			return nil
+		}
+		if m.manifest, m.endpoint, err = m.Paths.preflightInstall(ctx); err != nil {
+			return err
+		}
+		m.port = apiserverPort(m.manifest)
+	}
+	defer m.closeAll()
+	if err := r.Run(ctx, m.installPlan()); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Out, "installed: %d keys copied at %.0f keys/s; API-server downtime %v; revision kept at %d\n",
+		m.copyStats.Keys, m.copyStats.Rate(), m.Downtime.Round(time.Millisecond), m.finalRev)
+	return nil
+}
+
+func (m *Mover) closeAll() {
+	if m.followStop != nil {
+		m.followStop()
+		<-m.followDone
+		m.followStop = nil
+	}
+	if m.store != nil {
+		m.store.Close()
+		m.store = nil
+	}
+	if m.etcd != nil {
+		m.etcd.Close()
+		m.etcd = nil
+	}
+}
+
+func (m *Mover) installPlan() *install.Plan {
+	return &install.Plan{Op: "install", Steps: []install.Step{
+		{Name: "copy", Impact: "none: etcd is read at one revision, page by page, while the API server serves; changes after it are followed",
+			Do: m.copyDo, Undo: m.copyUndo},
+		{Name: "stop-apiserver", Impact: "the API server stops: requests fail until switch-apiserver; running pods are not affected",
+			Do: m.stopDo, Undo: m.restoreEtcdManifest},
+		{Name: "catch-up", Impact: "API server still down: the changes made since the copy are applied with their revisions",
+			Do: m.catchUpDo},
+		{Name: "verify", Impact: "API server still down: key count and hash compared on both sides",
+			Do: m.verifyDo},
+		{Name: "start-store", Impact: "API server still down: the quantykube-store unit starts on 127.0.0.1:2479",
+			Do: m.startStoreDo, Undo: m.removeUnit},
+		{Name: "switch-apiserver", Commit: true, Impact: "the API server starts again, on the store (only --etcd-servers changes)",
+			Do: m.switchDo, Undo: m.switchUndo},
+	}}
+}
+
+func (m *Mover) copyDo(ctx context.Context) error {
+	if err := os.RemoveAll(m.Paths.DataDir); err != nil {
+		return fmt.Errorf("clear %s: %w", m.Paths.DataDir, err)
+	}
+	var err error
+	if m.etcd, err = m.Paths.dial(m.endpoint); err != nil {
+		return err
+	}
+	if m.store, err = mvcc.Open(m.Paths.DataDir, mvcc.Options{Logger: m.Log}); err != nil {
+		return err
+	}
+	m.copier = &Copier{Etcd: m.etcd, Store: m.store, Log: m.Log}
+	if m.copyStats, err = m.copier.Bulk(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Out, "  copied %d keys and %d leases at revision %d in %v (%.0f keys/s)\n",
+		m.copyStats.Keys, m.copyStats.Leases, m.copyStats.Revision, m.copyStats.Duration.Round(time.Millisecond), m.copyStats.Rate())
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.followStop, m.followDone = cancel, make(chan error, 1)
+	go func() { m.followDone <- m.copier.Follow(fctx) }()
+	return nil
+}
+
+// copyUndo throws the copy away: etcd stays the source of truth.
+func (m *Mover) copyUndo(ctx context.Context) error {
+	m.closeAll()
+	if err := os.RemoveAll(m.Paths.DataDir); err != nil {
+		return fmt.Errorf("remove %s: %w", m.Paths.DataDir, err)
+	}
+	return nil
+}
+
+func (m *Mover) stopDo(ctx context.Context) error {
+	m.stopped = time.Now()
+	return m.Paths.stopAPIServer(ctx, m.Paths.savedManifest(), m.port)
+}
+
+// restoreEtcdManifest puts the original manifest back byte for byte and
+// waits for the API server on etcd.
+func (m *Mover) restoreEtcdManifest(ctx context.Context) error {
+	orig, err := os.ReadFile(m.Paths.savedManifest())
+	if err != nil {
+		if staticpod.Equal(m.Paths.apiserverManifest(), m.manifest) {
+			return nil // never moved out
+		}
+		return fmt.Errorf("read the saved manifest: %w", err)
+	}
+	return m.Paths.startAPIServer(ctx, orig, 3*time.Minute)
+}
+
+func (m *Mover) catchUpDo(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	rev, err := m.copier.CatchUp(cctx)
+	if err != nil {
+		return err
+	}
+	m.followStop()
+	if err := <-m.followDone; err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("follow etcd: %w", err)
+	}
+	m.followStop = nil
+	m.finalRev = rev
+	fmt.Fprintf(m.Out, "  applied %d revisions made during the copy; etcd's final revision is %d\n", rev-m.copyStats.Revision, rev)
+	return nil
+}
+
+func (m *Mover) verifyDo(ctx context.Context) error {
+	want, err := EtcdDigest(ctx, m.etcd, m.finalRev, DefaultPageSize)
+	if err != nil {
+		return err
+	}
+	got, err := StoreDigest(ctx, m.store, m.finalRev)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return fmt.Errorf("the copy differs from etcd: store %v, etcd %v", got, want)
+	}
+	fmt.Fprintf(m.Out, "  etcd and the store agree: %v\n", got)
+	return nil
+}
+
+func (m *Mover) storeUnit() systemd.Unit {
+	name := m.NodeName
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	p := m.Paths
+	return systemd.Unit{Name: UnitName, Content: fmt.Sprintf(`[Unit]
+Description=QuantyKube store: the etcd v3 API kube-apiserver runs on
+Documentation=https://github.com/quantyroot/quantykube
+After=network.target
+
+[Service]
+ExecStart=%s store --name %s --data-dir %s --listen-client-urls %s --advertise-client-urls %s --listen-metrics-urls %s --cert-file %s --key-file %s --trusted-ca-file %s --client-cert-auth
+Restart=always
+RestartSec=1s
+TimeoutStopSec=10s
+
+[Install]
+WantedBy=multi-user.target
+`, p.Binary, name, p.DataDir, StoreURL, StoreURL, StoreMetricsURL, p.serverCert(), p.serverKey(), p.etcdCA())}
+}
+
+func (m *Mover) startStoreDo(ctx context.Context) error {
+	// The unit opens the data dir: release it here first.
+	m.closeAll()
+	if err := installBinary(m.Paths.Binary); err != nil {
+		return err
+	}
+	if err := systemd.Install(ctx, m.storeUnit()); err != nil {
+		return err
+	}
+	cli, err := m.Paths.dial(StoreURL)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		resp, err := cli.Get(sctx, "health")
+		cancel()
+		if err == nil {
+			if m.finalRev != 0 && resp.Header.Revision != m.finalRev {
+				return fmt.Errorf("the store started at revision %d, want %d", resp.Header.Revision, m.finalRev)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the store unit did not answer on %s within 30 s: %w (see journalctl -u %s)", StoreURL, err, UnitName)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (m *Mover) removeUnit(ctx context.Context) error { return systemd.Remove(ctx, UnitName) }
+
+func (m *Mover) switchDo(ctx context.Context) error {
+	orig, err := os.ReadFile(m.Paths.savedManifest())
+	if err != nil {
+		return fmt.Errorf("read the saved manifest: %w", err)
+	}
+	next, err := staticpod.SetFlag(orig, "etcd-servers", StoreURL)
+	if err != nil {
+		return err
+	}
+	if err := m.Paths.startAPIServer(ctx, next, m.ReadyTimeout); err != nil {
+		return err
+	}
+	if !m.stopped.IsZero() {
+		m.Downtime = time.Since(m.stopped)
+		fmt.Fprintf(m.Out, "  API-server downtime: %v\n", m.Downtime.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// switchUndo stops the API server that was started on the store, so the
+// earlier steps' undo can put etcd's manifest back.
+func (m *Mover) switchUndo(ctx context.Context) error {
+	return m.Paths.stopAPIServer(ctx, m.Paths.savedStoreManifest(), m.port)
+}
+
+// installBinary copies the running executable to path (atomically) unless
+// it is already that file.
+func installBinary(path string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find my own binary: %w", err)
+	}
+	if self == path {
+		return nil
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		return fmt.Errorf("read my own binary: %w", err)
+	}
+	if staticpod.Equal(path, data) {
+		return nil
+	}
+	return staticpod.WriteAtomic(path, data, 0o755)
+}

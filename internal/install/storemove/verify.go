@@ -1,0 +1,65 @@
+package storemove
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
+)
+
+// Digest is what two stores must agree on at a revision: the number of keys
+// and a CRC-32C over (key, value, create, mod, version, lease) in key order
+// (mvcc.HashKeyValue).
+type Digest struct {
+	Revision int64
+	Keys     int64
+	Hash     uint32
+}
+
+func (d Digest) String() string {
+	return fmt.Sprintf("%d keys, hash %08x at revision %d", d.Keys, d.Hash, d.Revision)
+}
+
+// EtcdDigest reads etcd at rev in pages and digests it.
+func EtcdDigest(ctx context.Context, cli *clientv3.Client, rev int64, page int) (Digest, error) {
+	if page <= 0 {
+		page = DefaultPageSize
+	}
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	d := Digest{Revision: rev}
+	key := []byte{0}
+	var buf []byte
+	for {
+		resp, err := cli.Get(ctx, string(key), clientv3.WithRange("\x00"), clientv3.WithLimit(int64(page)), clientv3.WithRev(rev))
+		if err != nil {
+			return d, fmt.Errorf("read etcd at revision %d from %q: %w", rev, key, err)
+		}
+		for _, kv := range resp.Kvs {
+			buf = mvcc.HashKeyValue(buf[:0], kv)
+			h.Write(buf)
+			d.Keys++
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		key = append(append([]byte(nil), resp.Kvs[len(resp.Kvs)-1].Key...), 0)
+	}
+	d.Hash = h.Sum32()
+	return d, nil
+}
+
+// StoreDigest digests the store at rev.
+func StoreDigest(ctx context.Context, st *mvcc.Store, rev int64) (Digest, error) {
+	h, at, _, err := st.HashKV(ctx, rev)
+	if err != nil {
+		return Digest{}, fmt.Errorf("hash the store at revision %d: %w", rev, err)
+	}
+	r, err := st.Range(ctx, countAll(at))
+	if err != nil {
+		return Digest{}, fmt.Errorf("count the store's keys at revision %d: %w", rev, err)
+	}
+	return Digest{Revision: at, Keys: r.Count, Hash: h}, nil
+}
