@@ -348,4 +348,3 @@ func (m *Mover) restoreDo(ctx context.Context) error {
 func (m *Mover) restoreUndo(ctx context.Context) error {
 	return m.Paths.stopAPIServer(ctx, m.Paths.savedManifest()+".undo", m.port)
 }
-

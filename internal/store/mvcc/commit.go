@@ -54,31 +54,39 @@ func (s *Store) write(ctx context.Context, fn func(w *writeTxn) (any, error)) (a
 	}
 }
 
-// commitLoop is the single writer. It takes every queued request (up to
-// MaxBatch), evaluates them in order against one indexed batch, commits the
-// batch with one fsync, then publishes the revision and the events.
+// maxGroupBytes bounds the size of one group's batch: a group stops taking
+// requests once its batch is that large.
+const maxGroupBytes = 32 << 20
+
+// commitLoop is the single writer. It waits for a request, then keeps taking
+// whatever else is queued (up to MaxBatch requests or maxGroupBytes),
+// evaluating each in order against one indexed batch, commits the batch with
+// one fsync, and only then publishes the revision and the events.
 func (s *Store) commitLoop() {
 	defer close(s.donec)
 	group := make([]*writeRequest, 0, s.opts.MaxBatch)
 	for {
-		group = group[:0]
+		var first *writeRequest
 		select {
-		case req := <-s.queue:
-			group = append(group, req)
+		case first = <-s.queue:
 		case <-s.stopc:
 			s.drain()
 			return
 		}
+		g := s.newGroup()
+		group = append(group[:0], first)
+		g.apply(first)
 	fill:
-		for len(group) < s.opts.MaxBatch {
+		for len(group) < s.opts.MaxBatch && g.w.b.Len() < maxGroupBytes {
 			select {
 			case req := <-s.queue:
 				group = append(group, req)
+				g.apply(req)
 			default:
 				break fill
 			}
 		}
-		s.commitGroup(group)
+		s.commitGroup(g, group)
 	}
 }
 
@@ -94,54 +102,68 @@ func (s *Store) drain() {
 	}
 }
 
-func (s *Store) commitGroup(group []*writeRequest) {
+// group is one batch of requests being evaluated.
+type group struct {
+	w        *writeTxn
+	startRev int64
+	events   []Event
+	failed   error
+}
+
+func (s *Store) newGroup() *group {
+	rev := s.rev.Load()
+	g := &group{startRev: rev, w: &writeTxn{s: s, b: s.db.NewIndexedBatch(), rev: rev}}
 	if errp := s.failed.Load(); errp != nil {
-		for _, req := range group {
-			req.err = *errp
-			close(req.done)
-		}
+		g.failed = *errp
+	}
+	return g
+}
+
+func (g *group) apply(req *writeRequest) {
+	if g.failed != nil {
+		req.err = g.failed
 		return
 	}
-	batch := s.db.NewIndexedBatch()
+	g.w.begin()
+	req.resp, req.err = req.apply(g.w)
+	if g.w.changes > 0 {
+		g.events = append(g.events, g.w.events...)
+	}
+	g.w.end()
+}
+
+func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
+	w, batch := g.w, g.w.b
 	defer batch.Close()
-	startRev := s.rev.Load()
-	w := &writeTxn{s: s, b: batch, rev: startRev}
-	var events []Event
-	for _, req := range group {
-		w.begin()
-		req.resp, req.err = req.apply(w)
-		if w.changes > 0 {
-			events = append(events, w.events...)
+	if g.failed == nil {
+		if w.rev != g.startRev {
+			_ = batch.Set(metaRev, putInt64(w.rev), nil)
 		}
-		w.end()
-	}
-	if w.rev != startRev {
-		_ = batch.Set(metaRev, putInt64(w.rev), nil)
-	}
-	if !batch.Empty() {
-		opts := pebble.Sync
-		if s.opts.NoSync {
-			opts = pebble.NoSync
-		}
-		if err := batch.Commit(opts); err != nil {
-			err = fmt.Errorf("%w: commit: %v", ErrFailed, err)
-			s.failed.Store(&err)
-			s.log.Error("commit failed; refusing further writes", "err", err)
-			for _, req := range group {
-				req.resp, req.err = nil, err
-				close(req.done)
+		if !batch.Empty() {
+			opts := pebble.Sync
+			if s.opts.NoSync {
+				opts = pebble.NoSync
 			}
-			return
+			if err := batch.Commit(opts); err != nil {
+				err = fmt.Errorf("%w: commit: %v", ErrFailed, err)
+				s.failed.Store(&err)
+				s.log.Error("commit failed; refusing further writes", "err", err)
+				for _, req := range reqs {
+					req.resp, req.err = nil, err
+					close(req.done)
+				}
+				return
+			}
+		}
+		// The batch is durable and visible: publish its revision, then its
+		// events (watchers never see a revision a reader could not read).
+		s.rev.Store(w.rev)
+		s.hub.notify(w.rev, g.events)
+		for _, f := range w.afterCommit {
+			f()
 		}
 	}
-	// The batch is durable and visible: publish its revision, then its events
-	// (watchers never see a revision that a reader could not read).
-	s.rev.Store(w.rev)
-	s.hub.notify(w.rev, events)
-	for _, f := range w.afterCommit {
-		f()
-	}
-	for _, req := range group {
+	for _, req := range reqs {
 		close(req.done)
 	}
 }

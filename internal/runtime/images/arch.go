@@ -1,0 +1,5 @@
+package images
+
+import "runtime"
+
+func hostArch() string { return runtime.GOARCH }

@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/quantyroot/quantykube/internal/runtime/images"
+)
+
+func (s *Service) toCRIImage(im images.Image) *runtimeapi.Image {
+	out := &runtimeapi.Image{Id: im.ID, RepoTags: im.RepoTags, RepoDigests: im.RepoDigests, Size: im.Size, Pinned: im.Pinned,
+		Spec: &runtimeapi.ImageSpec{Image: im.ID}}
+	if out.RepoTags == nil {
+		out.RepoTags = []string{}
+	}
+	if cfg, err := s.images.Config(im.ID); err == nil {
+		user, _, _ := strings.Cut(cfg.Config.User, ":")
+		if n, err := strconv.ParseInt(user, 10, 64); err == nil {
+			out.Uid = &runtimeapi.Int64Value{Value: n}
+		} else {
+			out.Username = user
+		}
+	}
+	return out
+}
+
+// ListImages lists stored images, optionally only those matching filter.image.
+func (s *Service) ListImages(ctx context.Context, r *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	out := []*runtimeapi.Image{}
+	if ref := r.GetFilter().GetImage().GetImage(); ref != "" {
+		if im, ok := s.images.Lookup(ref); ok {
+			out = append(out, s.toCRIImage(im))
+		}
+		return &runtimeapi.ListImagesResponse{Images: out}, nil
+	}
+	for _, im := range s.images.List() {
+		out = append(out, s.toCRIImage(im))
+	}
+	return &runtimeapi.ListImagesResponse{Images: out}, nil
+}
+
+// ImageStatus returns the image, or an empty response when it is not present (not an error).
+func (s *Service) ImageStatus(ctx context.Context, r *runtimeapi.ImageStatusRequest) (*runtimeapi.ImageStatusResponse, error) {
+	ref := r.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalid("image status needs an image reference")
+	}
+	im, ok := s.images.Lookup(ref)
+	if !ok {
+		return &runtimeapi.ImageStatusResponse{}, nil
+	}
+	resp := &runtimeapi.ImageStatusResponse{Image: s.toCRIImage(im)}
+	if r.Verbose {
+		cfg, _ := s.images.Config(im.ID)
+		resp.Info = map[string]string{"info": mustJSON(map[string]any{"imageSpec": cfg, "layers": im.Layers})}
+	}
+	return resp, nil
+}
+
+// PullImage pulls through the configured mirrors and returns the image ID.
+func (s *Service) PullImage(ctx context.Context, r *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
+	ref := r.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalid("pull needs an image reference")
+	}
+	var auth *images.Auth
+	if a := r.GetAuth(); a != nil {
+		auth = &images.Auth{Username: a.Username, Password: a.Password, Auth: a.Auth, IdentityToken: a.IdentityToken, RegistryToken: a.RegistryToken}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	im, err := s.images.Pull(ctx, ref, auth)
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	return &runtimeapi.PullImageResponse{ImageRef: im.ID}, nil
+}
+
+// RemoveImage removes an image; its layers stay while containers use them. Removing a
+// missing image succeeds.
+func (s *Service) RemoveImage(ctx context.Context, r *runtimeapi.RemoveImageRequest) (*runtimeapi.RemoveImageResponse, error) {
+	ref := r.GetImage().GetImage()
+	if ref == "" {
+		return nil, invalid("remove needs an image reference")
+	}
+	if err := s.images.Remove(ref, s.layersInUse()); err != nil {
+		return nil, grpcErr(err)
+	}
+	return &runtimeapi.RemoveImageResponse{}, nil
+}
+
+// layersInUse lists the layers under live containers' and sandboxes' rootfs mounts.
+func (s *Service) layersInUse() []string {
+	var out []string
+	for _, c := range s.containers.List() {
+		out = append(out, c.Layers...)
+	}
+	if im, ok := s.images.Lookup(s.cfg.PauseImage); ok {
+		out = append(out, im.Layers...)
+	}
+	return out
+}
+
+// ImageFsInfo reports the image filesystem's use so kubelet's image GC can work.
+func (s *Service) ImageFsInfo(ctx context.Context, r *runtimeapi.ImageFsInfoRequest) (*runtimeapi.ImageFsInfoResponse, error) {
+	u, err := s.images.FsUsage()
+	if err != nil {
+		return nil, grpcErr(err)
+	}
+	fs := &runtimeapi.FilesystemUsage{Timestamp: time.Now().UnixNano(), FsId: &runtimeapi.FilesystemIdentifier{Mountpoint: u.Mountpoint},
+		UsedBytes: &runtimeapi.UInt64Value{Value: u.Bytes}, InodesUsed: &runtimeapi.UInt64Value{Value: u.Inodes}}
+	return &runtimeapi.ImageFsInfoResponse{ImageFilesystems: []*runtimeapi.FilesystemUsage{fs}, ContainerFilesystems: []*runtimeapi.FilesystemUsage{fs}}, nil
+}

@@ -1,0 +1,86 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/quantyroot/quantykube/internal/runtime/monitor"
+	"github.com/quantyroot/quantykube/internal/runtime/runc"
+	"github.com/quantyroot/quantykube/internal/runtime/store"
+)
+
+// StopPodSandbox stops every container of the pod, the pause process, and tears the
+// network down (releasing the IP). It is idempotent; an unknown sandbox is not an error,
+// as kubelet may call it for a sandbox already removed.
+func (s *Service) StopPodSandbox(ctx context.Context, r *runtimeapi.StopPodSandboxRequest) (*runtimeapi.StopPodSandboxResponse, error) {
+	sb, err := s.sandboxes.Resolve(r.PodSandboxId)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return &runtimeapi.StopPodSandboxResponse{}, nil
+		}
+		return nil, grpcErr(err)
+	}
+	for _, c := range s.containers.List() {
+		if c.SandboxID == sb.ID {
+			if err := s.stopContainer(ctx, c, 0); err != nil {
+				return nil, grpcErr(fmt.Errorf("stop container %s: %w", c.ID, err))
+			}
+		}
+	}
+	if err := s.stopPause(ctx, sb); err != nil {
+		return nil, grpcErr(err)
+	}
+	if sb.NetworkSetUp {
+		if err := s.net.Teardown(ctx, s.cniPod(sb)); err != nil {
+			return nil, grpcErr(err)
+		}
+		sb.NetworkSetUp = false
+	}
+	sb.Ready = false
+	if err := s.sandboxes.Put(sb); err != nil {
+		return nil, grpcErr(err)
+	}
+	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+// stopPause kills the pause process and waits for the monitor to record its exit.
+func (s *Service) stopPause(ctx context.Context, sb *store.Sandbox) error {
+	dir := s.sandboxes.RecordDir(sb.ID)
+	if _, ok, _ := monitor.ReadExit(dir); ok {
+		return nil
+	}
+	if err := s.runc.Kill(ctx, sb.ID, syscall.SIGKILL, true); err != nil && !errors.Is(err, runc.ErrNotFound) {
+		// The pause may already be gone; runc reports "container not running".
+		if st, serr := s.runc.State(ctx, sb.ID); serr == nil && st.Status == "running" {
+			return fmt.Errorf("kill pause of %s: %w", sb.ID, err)
+		}
+	}
+	return waitExit(ctx, dir, 10*time.Second)
+}
+
+// waitExit polls for the monitor's exit file.
+func waitExit(ctx context.Context, dir string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		_, ok, err := monitor.ReadExit(dir)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process in %s did not exit within %s", dir, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
