@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
