@@ -104,6 +104,23 @@ func runningAPIServers(ctx context.Context, endpoint string) (runtimeapi.Runtime
 	return rt, ids, func() { conn.Close() }, nil
 }
 
+// removeAPIServerSandboxes stops and removes the kube-apiserver pod
+// sandboxes (their containers have exited), as kubelet's own cleanup would.
+func removeAPIServerSandboxes(ctx context.Context, rt runtimeapi.RuntimeServiceClient) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := rt.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"component": "kube-apiserver", "io.kubernetes.pod.namespace": "kube-system"},
+	}})
+	if err != nil {
+		return
+	}
+	for _, sb := range resp.Items {
+		_, _ = rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id})
+		_, _ = rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id})
+	}
+}
+
 // stopAPIServer removes the API server manifest from kubelet's directory
 // (the original is kept at saveTo first) and waits until the API server is
 // gone: /readyz fails and no kube-apiserver container runs. kube-apiserver
@@ -135,6 +152,10 @@ func (p Paths) stopAPIServer(ctx context.Context, saveTo string, port string) er
 			return err
 		}
 		if !ready && len(ids) == 0 {
+			// kubelet starts a changed static pod of the same name only once
+			// the old pod is cleaned up, which it takes ~14 s to do by
+			// itself; removing the stopped sandbox now cuts that to ~1 s.
+			removeAPIServerSandboxes(ctx, rt)
 			done()
 			return nil
 		}

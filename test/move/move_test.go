@@ -1,0 +1,260 @@
+package move
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// env of the scenario: set by `scripts/kubeadm.sh move`.
+type cluster struct {
+	root       string // repository root
+	kubeconfig string
+	cp         string // control-plane node name
+	etcdctl    string // etcdctl binary on the host, copied into the node
+	qk         string // quantykube binary on the host, copied into the node
+	cs         *kubernetes.Clientset
+}
+
+func setup(t *testing.T) *cluster {
+	c := &cluster{
+		kubeconfig: os.Getenv("QK_MOVE_KUBECONFIG"), cp: os.Getenv("QK_MOVE_NODE"),
+		etcdctl: os.Getenv("QK_ETCDCTL"), qk: os.Getenv("QK_STORE_BIN"),
+	}
+	if c.kubeconfig == "" || c.cp == "" || c.etcdctl == "" || c.qk == "" {
+		if os.Getenv("CI") == "true" && os.Getenv("QK_MOVE_REQUIRED") == "true" {
+			t.Fatal("QK_MOVE_KUBECONFIG, QK_MOVE_NODE, QK_ETCDCTL and QK_STORE_BIN must be set; run `scripts/kubeadm.sh move`")
+		}
+		t.Skip("no cluster: run `scripts/kubeadm.sh move`, which sets QK_MOVE_* for this test")
+	}
+	wd, _ := os.Getwd()
+	c.root = filepath.Join(wd, "..", "..")
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	if c.cs, err = kubernetes.NewForConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	c.copyIn(t, c.qk, "/usr/local/bin/quantykube")
+	c.copyIn(t, c.etcdctl, "/usr/local/bin/etcdctl")
+	return c
+}
+
+func (c *cluster) harness(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(c.root, "scripts", "kubeadm.sh"), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		t.Fatalf("scripts/kubeadm.sh %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+// node runs a command on the control-plane node; the error is returned.
+func (c *cluster) node(args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(c.root, "scripts", "kubeadm.sh"), append([]string{"exec", c.cp}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func (c *cluster) mustNode(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := c.node(args...)
+	if err != nil {
+		t.Fatalf("%s on %s: %v\n%s", strings.Join(args, " "), c.cp, err, out)
+	}
+	return out
+}
+
+func (c *cluster) copyIn(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(c.root, "scripts", "kubeadm.sh"), "exec", c.cp, "sh", "-c", "cat > "+dst+".tmp && chmod 755 "+dst+".tmp && mv "+dst+".tmp "+dst)
+	cmd.Stdin = bytes.NewReader(data)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("copy %s into %s: %v\n%s", src, c.cp, err, out)
+	}
+}
+
+const etcdFlags = "--endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/apiserver-etcd-client.crt --key=/etc/kubernetes/pki/apiserver-etcd-client.key"
+
+// etcdHashKV is etcd's own hash of its keyspace at rev, and its revision.
+func (c *cluster) etcdHashKV(t *testing.T, rev int64) (hash string, cur int64) {
+	t.Helper()
+	out := c.mustNode(t, "sh", "-c", fmt.Sprintf("etcdctl %s endpoint hashkv --rev %d -w json", etcdFlags, rev))
+	h := regexp.MustCompile(`"hash":(\d+)`).FindStringSubmatch(out)
+	r := regexp.MustCompile(`"revision":(\d+)`).FindStringSubmatch(out)
+	if h == nil || r == nil {
+		t.Fatalf("etcdctl endpoint hashkv: %s", out)
+	}
+	cur, _ = strconv.ParseInt(r[1], 10, 64)
+	return h[1], cur
+}
+
+// objects lists every ConfigMap and Secret with its resourceVersion.
+func (c *cluster) objects(t *testing.T) (map[string]string, string) {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	cms, err := c.cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range cms.Items {
+		out["cm/"+o.Namespace+"/"+o.Name] = o.ResourceVersion
+	}
+	ss, err := c.cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range ss.Items {
+		out["secret/"+o.Namespace+"/"+o.Name] = o.ResourceVersion
+	}
+	return out, cms.ResourceVersion
+}
+
+// watcher follows ConfigMaps like an informer would: from a resourceVersion,
+// resuming from the last one it saw after every disconnect, relisting on 410.
+type watcher struct {
+	mu       sync.Mutex
+	seen     map[string]bool // names created or modified, as seen
+	relisted int
+	resumed  int
+}
+
+func (w *watcher) run(ctx context.Context, cs *kubernetes.Clientset, rv string) {
+	for ctx.Err() == nil {
+		wi, err := cs.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		for ev := range wi.ResultChan() {
+			switch ev.Type {
+			case watch.Error:
+				if st, ok := ev.Object.(*metav1.Status); ok && st.Code == 410 {
+					list, err := cs.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+					if err == nil {
+						w.mu.Lock()
+						w.relisted++
+						for _, o := range list.Items {
+							w.seen[o.Namespace+"/"+o.Name] = true
+						}
+						w.mu.Unlock()
+						rv = list.ResourceVersion
+					}
+				}
+			default:
+				if cm, ok := ev.Object.(*corev1.ConfigMap); ok {
+					rv = cm.ResourceVersion
+					if ev.Type != watch.Bookmark {
+						w.mu.Lock()
+						w.seen[cm.Namespace+"/"+cm.Name] = true
+						w.mu.Unlock()
+					}
+				}
+			}
+		}
+		w.mu.Lock()
+		w.resumed++
+		w.mu.Unlock()
+	}
+}
+
+func (w *watcher) saw(name string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen[name]
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// podRuns creates a pod (no node chosen: the scheduler must place it) and
+// waits until it runs.
+func (c *cluster) podRuns(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	image := os.Getenv("QK_WORKLOAD_IMAGE")
+	if image == "" {
+		image = "quantykube.local/busybox:1"
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{Name: "c", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"/bin/sh", "-c", "sleep 3600"}}},
+		},
+	}
+	if _, err := c.cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	waitFor(t, "pod "+name+" Running", 3*time.Minute, func() bool {
+		p, err := c.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning
+	})
+}
+
+func (c *cluster) createCM(t *testing.T, name string) {
+	t.Helper()
+	err := retry(func() error {
+		_, err := c.cs.CoreV1().ConfigMaps("default").Create(context.Background(),
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"at": time.Now().String()}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func retry(f func() error) error {
+	var err error
+	for i := 0; i < 60; i++ {
+		if err = f(); err == nil {
+			return nil
+		}
+		time.Sleep(time.Second)
+	}
+	return err
+}
+
+func manifestEtcdServers(t *testing.T, c *cluster) string {
+	out := c.mustNode(t, "grep", "-e", "--etcd-servers", "/etc/kubernetes/manifests/kube-apiserver.yaml")
+	return strings.TrimSpace(out)
+}

@@ -1,0 +1,87 @@
+package move
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestMoveStoreAndBack: a loaded cluster moves onto the store with every
+// object and resourceVersion kept and etcd untouched; a watcher from a
+// pre-move resourceVersion misses nothing; new pods get scheduled without
+// restarting anything; then undo brings it back to etcd with the store's
+// writes, etcd's revision past the store's.
+func TestMoveStoreAndBack(t *testing.T) {
+	c := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	objects := 5000
+	if v, err := strconv.Atoi(os.Getenv("QK_MOVE_OBJECTS")); err == nil {
+		objects = v
+	}
+	t.Logf("loading %d objects", objects)
+	c.harness(t, "load", strconv.Itoa(objects))
+
+	before, listRV := c.objects(t)
+	t.Logf("%d ConfigMaps and Secrets before the move (list at resourceVersion %s)", len(before), listRV)
+	w := &watcher{seen: map[string]bool{}}
+	go w.run(ctx, c.cs, listRV)
+	c.createCM(t, "before-move")
+	waitFor(t, "the watcher to see before-move", time.Minute, func() bool { return w.saw("default/before-move") })
+
+	_, etcdRev := c.etcdHashKV(t, 0)
+	etcdHash, _ := c.etcdHashKV(t, etcdRev)
+
+	out := c.mustNode(t, "quantykube", "install", "store")
+	t.Logf("install store:\n%s", out)
+	if !strings.Contains(manifestEtcdServers(t, c), "2479") {
+		t.Fatalf("the API server does not point at the store: %s", manifestEtcdServers(t, c))
+	}
+	if h, _ := c.etcdHashKV(t, etcdRev); h != etcdHash {
+		t.Fatalf("install modified etcd: hash at %d was %s, now %s", etcdRev, etcdHash, h)
+	}
+
+	after, _ := c.objects(t)
+	for k, rv := range before {
+		if after[k] != rv {
+			t.Fatalf("%s: resourceVersion %s before the move, %q after", k, rv, after[k])
+		}
+	}
+	t.Logf("all %d objects kept their resourceVersions", len(before))
+
+	c.createCM(t, "after-move")
+	waitFor(t, "the watcher to see after-move (no event silently lost)", 2*time.Minute, func() bool { return w.saw("default/after-move") })
+	c.podRuns(t, "scheduled-on-store")
+	dep, err := c.cs.AppsV1().Deployments("load-1").Get(ctx, "spread", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := *dep.Spec.Replicas + 1
+	dep.Spec.Replicas = &replicas
+	if _, err := c.cs.AppsV1().Deployments("load-1").Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the scaled Deployment to become available on the store", 3*time.Minute, func() bool {
+		d, err := c.cs.AppsV1().Deployments("load-1").Get(ctx, "spread", metav1.GetOptions{})
+		return err == nil && d.Status.AvailableReplicas == replicas
+	})
+	t.Logf("watcher resumed %d times, relisted %d times", w.resumed, w.relisted)
+
+	out = c.mustNode(t, "quantykube", "undo", "store")
+	t.Logf("undo store:\n%s", out)
+	if !strings.Contains(manifestEtcdServers(t, c), "2379") {
+		t.Fatalf("the API server is not back on etcd: %s", manifestEtcdServers(t, c))
+	}
+	if _, err := c.cs.CoreV1().ConfigMaps("default").Get(ctx, "after-move", metav1.GetOptions{}); err != nil {
+		t.Fatalf("a ConfigMap written on the store is not in etcd after undo: %v", err)
+	}
+	c.createCM(t, "after-undo")
+	waitFor(t, "the watcher to see after-undo", 2*time.Minute, func() bool { return w.saw("default/after-undo") })
+	c.podRuns(t, "scheduled-after-undo")
+	t.Logf("watcher resumed %d times, relisted %d times", w.resumed, w.relisted)
+}
