@@ -31,3 +31,18 @@ func Lock(path string) (func(), error) {
 	}
 	return func() { unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 }
+
+// Busy reports whether another process holds the lock at path, without
+// creating anything.
+func Busy(path string) bool {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}

@@ -84,6 +84,9 @@ func (m *Mover) Install(ctx context.Context, dryRun bool) error {
 		fmt.Fprintln(m.Out, "the store is already installed; nothing to do")
 		return nil
 	}
+	if install.Busy(m.Paths.lockFile()) {
+		return fmt.Errorf("%w; wait for it to finish", install.ErrBusy)
+	}
 	if !interrupted {
 		// Bad input is refused before anything is written, the lock included.
 		if m.manifest, m.endpoint, err = m.Paths.preflightInstall(ctx); err != nil {
@@ -112,7 +115,7 @@ func (m *Mover) Install(ctx context.Context, dryRun bool) error {
 			return err
 		}
 		fmt.Fprintf(m.Out, "the interrupted %s was %s\n", st.Op, how)
-		if st, _ = r.Journal.State(); st.Installed || st.Op == "undo" {
+		if st, _ = r.Journal.State(); st.Installed {
 			return nil
 		}
 		if m.manifest, m.endpoint, err = m.Paths.preflightInstall(ctx); err != nil {

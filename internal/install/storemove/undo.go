@@ -39,11 +39,9 @@ func (m *Mover) Undo(ctx context.Context, dryRun bool) error {
 	if os.Geteuid() != 0 {
 		return errors.New("undo store must run as root on the control-plane node (try sudo)")
 	}
-	release, err := install.Lock(m.Paths.lockFile())
-	if err != nil {
-		return err
+	if install.Busy(m.Paths.lockFile()) {
+		return fmt.Errorf("%w; wait for it to finish", install.ErrBusy)
 	}
-	defer release()
 	r, err := m.runner()
 	if err != nil {
 		return err
@@ -52,6 +50,15 @@ func (m *Mover) Undo(ctx context.Context, dryRun bool) error {
 	if err != nil {
 		return err
 	}
+	if st.Op == "" {
+		fmt.Fprintln(m.Out, "the store is not installed; nothing to undo")
+		return nil
+	}
+	release, err := install.Lock(m.Paths.lockFile())
+	if err != nil {
+		return err
+	}
+	defer release()
 	m.manifest, _ = os.ReadFile(m.Paths.savedManifest())
 	m.port = apiserverPort(m.manifest)
 	if st.Op != "" && st.Finished == "" {
