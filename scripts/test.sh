@@ -5,6 +5,10 @@
 #   1. go vet + unit tests of every package, and the end-to-end store tests of test/store
 #      (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl), in one `go test`
 #   2. the Kubernetes storage suites (k8s.io/apiserver v0.37.2 etcd3 + cacher) against the store
+#   3. real kubeadm clusters of systemd-nspawn nodes (scripts/kubeadm.sh): up, smoke, down, and the
+#      host compared with a snapshot taken before (test/kubeadm/down_test.sh)
+#   4. the datastore move on a real cluster: install store, undo store, a failure and a kill -9 at
+#      every step (scripts/kubeadm.sh move, test/move)
 #
 # Real binaries are built from the Go module proxy by scripts/deps.sh and cached under
 # ${QK_CACHE:-<repo>/.cache}; the first run on a fresh machine spends most of its time there.
@@ -13,7 +17,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export PATH=$PATH:/usr/local/go/bin
-STAGES=${STAGES:-"1 2"}
+STAGES=${STAGES:-"1 2 3 4"}
 CACHE=${QK_CACHE:-$ROOT/.cache}
 stage() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 want() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -33,5 +37,17 @@ fi
 if want 2; then
   stage "2. Kubernetes storage suites against quantykube store"
   test/k8s-storage/run.sh --store-bin "$QK_STORE_BIN"
+fi
+if want 3; then
+  stage "3. kubeadm clusters: up, smoke, down, host unchanged"
+  bash test/kubeadm/down_test.sh plain
+fi
+if want 4; then
+  stage "4. install store / undo store on a real cluster, with faults"
+  trap 'scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
+  scripts/kubeadm.sh up --workers 1
+  scripts/kubeadm.sh move
+  scripts/kubeadm.sh down
+  trap - EXIT
 fi
 stage "all stages passed"

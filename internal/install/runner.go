@@ -21,7 +21,8 @@ type Step struct {
 	Impact string
 	// Commit marks the point of no return: once it has begun, an interrupted
 	// run is finished by the next one rather than rolled back, because the
-	// new state may already be serving.
+	// new state may already be serving; once it has ended, a failing later
+	// step is not rolled back either: the command says to rerun it.
 	Commit bool
 	// Do makes the change. It must be idempotent: a recovering run may
 	// call it again after a crash inside it.
@@ -92,6 +93,7 @@ func (r *Runner) Run(ctx context.Context, p *Plan) error {
 // forward runs p's steps from index from; begun lists steps that began in
 // an earlier (interrupted) run, for rollback.
 func (r *Runner) forward(ctx context.Context, p *Plan, from int, begun []int) error {
+	committed := false
 	for i := from; i < len(p.Steps); i++ {
 		s := p.Steps[i]
 		if err := r.record(p.Op, EventBegin, s.Name, ""); err != nil {
@@ -107,6 +109,10 @@ func (r *Runner) forward(ctx context.Context, p *Plan, from int, begun []int) er
 		if err != nil {
 			_ = r.record(p.Op, EventFail, s.Name, err.Error())
 			r.say("[%s %d/%d] %s FAILED: %v", p.Op, i+1, len(p.Steps), s.Name, err)
+			if committed {
+				// The new state already serves: finish forward, never back.
+				return fmt.Errorf("%s: step %q failed: %w; the %s is committed and serving; rerun the command to finish it", p.Op, s.Name, err, p.Op)
+			}
 			if rbErr := r.rollback(context.WithoutCancel(ctx), p, begun); rbErr != nil {
 				return fmt.Errorf("%s: step %q failed: %w; rollback ALSO failed: %v (rerun the command to finish the rollback)", p.Op, s.Name, err, rbErr)
 			}
@@ -115,6 +121,7 @@ func (r *Runner) forward(ctx context.Context, p *Plan, from int, begun []int) er
 		if err := r.record(p.Op, EventEnd, s.Name, time.Since(start).Round(time.Millisecond).String()); err != nil {
 			return err
 		}
+		committed = committed || s.Commit
 		r.say("[%s %d/%d] %s done in %v", p.Op, i+1, len(p.Steps), s.Name, time.Since(start).Round(time.Millisecond))
 	}
 	return r.record(p.Op, EventDone, "", "")

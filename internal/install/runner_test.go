@@ -106,3 +106,23 @@ func TestLockRefusesSecondRun(t *testing.T) {
 		t.Fatalf("second lock: %v", err)
 	}
 }
+
+func TestFailureAfterCommitIsNotRolledBack(t *testing.T) {
+	r := newRunner(t)
+	var trace []string
+	err := r.Run(context.Background(), testPlan(&trace, "d"))
+	if err == nil || !strings.Contains(err.Error(), "rerun the command to finish") {
+		t.Fatalf("err = %v", err)
+	}
+	if want := []string{"do a", "do b", "do c", "do d"}; !reflect.DeepEqual(trace, want) {
+		t.Fatalf("trace %v, want %v", trace, want)
+	}
+	trace = nil
+	how, err := r.Recover(context.Background(), testPlan(&trace, ""))
+	if err != nil || how != "finished" {
+		t.Fatalf("recover: %q %v", how, err)
+	}
+	if want := []string{"do c", "do d"}; !reflect.DeepEqual(trace, want) {
+		t.Fatalf("trace %v, want %v", trace, want)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/quantyroot/quantykube/internal/install"
 	"github.com/quantyroot/quantykube/internal/install/staticpod"
+	"github.com/quantyroot/quantykube/internal/install/systemd"
 )
 
 // bumpKey is the key undo writes to raise etcd's revision past the store's.
@@ -110,10 +111,17 @@ func (m *Mover) undoStopDo(ctx context.Context) error {
 	return m.Paths.stopAPIServer(ctx, m.Paths.savedStoreManifest(), m.port)
 }
 
+// undoStopUndo puts the API server back on the store: the store's unit is
+// (re)installed first in case a later step had removed it.
 func (m *Mover) undoStopUndo(ctx context.Context) error {
 	cur, err := os.ReadFile(m.Paths.savedStoreManifest())
 	if err != nil {
 		return fmt.Errorf("read the saved store manifest: %w", err)
+	}
+	if !systemd.Active(ctx, UnitName) {
+		if err := systemd.Install(ctx, m.storeUnit()); err != nil {
+			return err
+		}
 	}
 	return m.Paths.startAPIServer(ctx, cur, 3*time.Minute)
 }

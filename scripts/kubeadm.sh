@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# kubeadm.sh: real kubeadm clusters on this machine, kind-style. Each node is a
+# `systemd-nspawn -b` container with systemd as PID 1, booted from one shared
+# root-filesystem template through an overlay, with its own address on a
+# private host bridge; containerd and kubelet run inside as systemd units.
+#
+#   scripts/kubeadm.sh up [--workers N]   build what is missing (cached), boot, kubeadm init/join, wait Ready
+#   scripts/kubeadm.sh down               remove everything up made (idempotent, safe after a crash)
+#   scripts/kubeadm.sh exec NODE CMD...   run CMD as root in all of NODE's namespaces
+#   scripts/kubeadm.sh smoke              kubectl get nodes, a pod on each node, exec and logs
+#   scripts/kubeadm.sh load N             N objects (ConfigMaps, Secrets, namespaces) + Deployments on every node
+#   scripts/kubeadm.sh selftest           snapshot the host, up, smoke, down, compare the host with the snapshot
+#   scripts/kubeadm.sh build              only build binaries, images and the node template (cached)
+#   scripts/kubeadm.sh status             nodes of the running cluster and how to reach it
+#   scripts/kubeadm.sh move               the datastore moved onto quantykube store and back, with faults (test/move)
+#   scripts/kubeadm.sh node|e2e|demo      scenarios of later issues (not yet: they exit 2)
+#
+# Parameters are environment variables (see scripts/kubeadm/lib/common.sh):
+# QK_CLUSTER, QK_BRIDGE, QK_NODE_NET, QK_POD_NET, QK_CONTROL_PLANES, QK_WORKERS,
+# QK_CACHE, QK_STATE, ... Design and pitfalls: scripts/kubeadm/README.md.
+set -euo pipefail
+
+lib=$(cd "$(dirname "${BASH_SOURCE[0]}")/kubeadm/lib" && pwd)
+for f in common host net template node artifacts cluster down smoke load scenarios selftest move; do
+	# shellcheck source=/dev/null
+	source "$lib/$f.sh"
+done
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+
+main() {
+	local cmd=${1:-}
+	[[ $# -gt 0 ]] && shift
+	case $cmd in
+	up)
+		while [[ $# -gt 0 ]]; do
+			case $1 in
+			--workers) [[ ${2:-} =~ ^[0-9]+$ ]] || die "--workers needs a number, e.g. --workers 1"; QK_WORKERS=$2; shift 2 ;;
+			--workers=*) QK_WORKERS=${1#*=}; [[ $QK_WORKERS =~ ^[0-9]+$ ]] || die "--workers needs a number, e.g. --workers=1"; shift ;;
+			*) die "up: unknown argument '$1'; usage: scripts/kubeadm.sh up [--workers N]" ;;
+			esac
+		done
+		cmd_up ;;
+	down) [[ $# -eq 0 ]] || die "down takes no arguments"; cmd_down ;;
+	exec)
+		[[ $# -ge 2 ]] || die "usage: scripts/kubeadm.sh exec NODE CMD... (nodes: $(state_nodes | tr '\n' ' '))"
+		[[ -d $(node_dir "$1") ]] || die "no node '$1'; nodes: $(state_nodes | tr '\n' ' ')"
+		node_exec "$@" ;;
+	smoke) cmd_smoke ;;
+	load)
+		[[ ${1:-} =~ ^[0-9]+$ ]] || die "usage: scripts/kubeadm.sh load N (N objects, e.g. load 500)"
+		cmd_load "$1" ;;
+	selftest) cmd_selftest "$@" ;;
+	build)
+		# a scratch state dir: a running cluster's images/ must not be replaced under it
+		require_host; install_prereqs
+		QK_STATE=$(mktemp -d "${TMPDIR:-/tmp}/qk-build.XXXXXX")
+		ensure_artifacts; ensure_template
+		rm -rf "$QK_STATE" ;;
+	status) cmd_status ;;
+	move) cmd_move ;;
+	node | e2e | demo) cmd_scenario "$cmd" ;;
+	-h | --help | help) usage ;;
+	"") usage >&2; exit 2 ;;
+	*) die "unknown subcommand '$cmd'; run 'scripts/kubeadm.sh help'" ;;
+	esac
+}
+
+main "$@"
