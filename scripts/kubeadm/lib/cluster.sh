@@ -1,0 +1,274 @@
+# shellcheck shell=bash
+# cluster.sh: `up` — from nothing to a kubeadm cluster whose nodes are all
+# Ready, whose control-plane pods run, with a Deployment running on every node.
+#
+# Invariant: everything `up` makes on the host is recorded in $QK_STATE before
+# it is made (see host.sh, net.sh, node.sh), so `down` can remove it at any
+# point; `up` on an existing cluster first takes it down.
+
+kubectl_qk() { kubectl --kubeconfig "$QK_STATE/kubeconfig" "$@"; }
+
+cmd_up() {
+	require_host
+	((QK_CONTROL_PLANES >= 1)) || die "QK_CONTROL_PLANES must be at least 1"
+	((QK_CONTROL_PLANES + QK_WORKERS <= 200)) || die "at most 200 nodes fit in $QK_NODE_NET.0/24 as laid out; use fewer"
+	install_prereqs
+	if [[ -d $QK_STATE ]]; then
+		log "a cluster (or what is left of one) is in $QK_STATE: taking it down first"
+		cmd_down
+	fi
+	check_net_free
+	mkdir -p "$QK_STATE"
+	echo $$ >"$QK_STATE/up.pid"
+	local t0=$SECONDS
+	ensure_artifacts
+	ensure_template
+	log "artifacts and template ready in $((SECONDS - t0))s"
+
+	host_register
+	set_sysctls
+	mount_nspawn_run
+	net_up
+	QK_BINDS=(--bind-ro="${QK_BIN[kubelet]}:/usr/bin/kubelet" --bind-ro="${QK_BIN[kubeadm]}:/usr/bin/kubeadm"
+		--bind-ro="${QK_BIN[crictl]}:/usr/bin/crictl" --bind-ro="$QK_STATE/images:/opt/quantykube/images")
+	local names k=0 n
+	mapfile -t names < <(node_names)
+	for n in "${names[@]}"; do
+		node_boot "$n" "$k"
+		k=$((k + 1))
+	done
+	for n in "${names[@]}"; do node_wait_booted "$n"; done
+	log "nodes booted: ${names[*]}"
+	run_per_node import "${names[@]}"
+	log "images imported"
+
+	local cp1=${names[0]} token cert_key
+	token=$(rand_lower 6).$(rand_lower 16)
+	cert_key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+	echo "$token" >"$QK_STATE/token"
+	kubeadm_init "$cp1" "$token" "$cert_key"
+	node_exec "$cp1" cat /etc/kubernetes/admin.conf >"$QK_STATE/kubeconfig.tmp" && mv "$QK_STATE/kubeconfig.tmp" "$QK_STATE/kubeconfig"
+	log "kubeadm init done on $cp1"
+	QK_JOIN_TOKEN=$token QK_JOIN_CERT_KEY=$cert_key run_per_node join "${names[@]:1}"
+	log "kubeadm join done"
+	wait_cluster_ready "${#names[@]}"
+	deploy_hello "${names[@]}"
+	rm -f "$QK_STATE/up.pid"
+	log "up: ${#names[@]} nodes Ready in $((SECONDS - t0))s"
+	print_howto
+}
+
+# rand_lower N: N random characters of [a-z0-9] (no pipe is cut short, so pipefail stays quiet).
+rand_lower() {
+	local s=""
+	while ((${#s} < $1)); do s+=$(head -c 64 /dev/urandom | LC_ALL=C tr -dc 'a-z0-9'); done
+	echo "${s:0:$1}"
+}
+
+# run_per_node STEP NODE...: STEP (import|join) on every NODE at once; fails if any fails.
+run_per_node() {
+	local step=$1 n pids=() rc=0 p
+	shift
+	for n in "$@"; do
+		(
+			case $step in
+			import) node_import_images "$n" "$(node_role "$n")" ;;
+			join) kubeadm_join "$n" "$QK_JOIN_TOKEN" "$QK_JOIN_CERT_KEY" ;;
+			esac
+		) &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	((rc == 0)) || die "$step failed on at least one node (see above)"
+}
+
+node_role() { [[ $1 == "$QK_CLUSTER"-cp* ]] && echo control-plane || echo worker; }
+
+# kubeadm_init NODE TOKEN CERTKEY: kubeadm init on the first control-plane node.
+kubeadm_init() {
+	local n=$1 ip
+	ip=$(cat "$(node_dir "$n")/ip")
+	node_exec "$n" mkdir -p /etc/kubernetes/qk-patches
+	node_exec "$n" sh -c 'cat >/etc/kubernetes/qk-patches/kube-apiserver+strategic.yaml' <<EOF2
+# kube-apiserver hangs on SIGTERM until killed: stop it in 3 s, not 30.
+spec:
+  terminationGracePeriodSeconds: 3
+EOF2
+	node_exec "$n" sh -c 'cat >/etc/kubernetes/qk-kubeadm.yaml' <<EOF2
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+bootstrapTokens:
+- token: "$2"
+  ttl: 24h0m0s
+certificateKey: "$3"
+localAPIEndpoint:
+  advertiseAddress: $ip
+  bindPort: 6443
+nodeRegistration:
+  name: $n
+  criSocket: unix:///run/containerd/containerd.sock
+  imagePullPolicy: IfNotPresent
+  ignorePreflightErrors: [SystemVerification]
+  kubeletExtraArgs:
+  - name: node-ip
+    value: "$ip"
+patches:
+  directory: /etc/kubernetes/qk-patches
+skipPhases: [addon/coredns, addon/kube-proxy]
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: $QK_CLUSTER
+kubernetesVersion: $QK_K8S_VERSION
+controlPlaneEndpoint: "$ip:6443"
+networking:
+  podSubnet: $QK_POD_NET.0.0/16
+  serviceSubnet: $QK_SERVICE_SUBNET
+etcd:
+  local:
+    imageTag: "$QK_ETCD_VERSION"
+apiServer:
+  certSANs: ["$ip", "127.0.0.1", "localhost"]
+  extraArgs:
+  - name: shutdown-watch-termination-grace-period
+    value: 2s
+---
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+oomScoreAdj: 0
+EOF2
+	local args=(--config /etc/kubernetes/qk-kubeadm.yaml)
+	((QK_CONTROL_PLANES > 1)) && args+=(--upload-certs)
+	node_exec "$n" kubeadm init "${args[@]}" >"$(node_dir "$n")/kubeadm.log" 2>&1 ||
+		die "kubeadm init on $n failed; last lines of $(node_dir "$n")/kubeadm.log:
+$(tail -n 15 "$(node_dir "$n")/kubeadm.log")"
+}
+
+# kubeadm_join NODE TOKEN CERTKEY: join NODE as a worker, or as a control
+# plane when its name says so (certificates come from the kubeadm-certs Secret).
+kubeadm_join() {
+	local n=$1 ip cp_ip cp_part=""
+	ip=$(cat "$(node_dir "$n")/ip")
+	cp_ip=$(cat "$(node_dir "$QK_CLUSTER-cp1")/ip")
+	if [[ $(node_role "$n") == control-plane ]]; then
+		cp_part="controlPlane:
+  certificateKey: \"$3\"
+  localAPIEndpoint:
+    advertiseAddress: $ip
+    bindPort: 6443"
+	fi
+	node_exec "$n" sh -c 'mkdir -p /etc/kubernetes && cat >/etc/kubernetes/qk-kubeadm.yaml' <<EOF2
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+discovery:
+  bootstrapToken:
+    token: "$2"
+    apiServerEndpoint: "$cp_ip:6443"
+    unsafeSkipCAVerification: true
+nodeRegistration:
+  name: $n
+  criSocket: unix:///run/containerd/containerd.sock
+  imagePullPolicy: IfNotPresent
+  ignorePreflightErrors: [SystemVerification]
+  kubeletExtraArgs:
+  - name: node-ip
+    value: "$ip"
+$cp_part
+EOF2
+	node_exec "$n" kubeadm join --config /etc/kubernetes/qk-kubeadm.yaml >"$(node_dir "$n")/kubeadm.log" 2>&1 ||
+		die "kubeadm join on $n failed; last lines of $(node_dir "$n")/kubeadm.log:
+$(tail -n 15 "$(node_dir "$n")/kubeadm.log")"
+}
+
+# wait_cluster_ready N: N nodes Ready and every control-plane pod Ready.
+wait_cluster_ready() {
+	local want=$1
+	wait_for "$QK_WAIT" "$want nodes Ready" nodes_ready "$want" || {
+		kubectl_qk get nodes -o wide >&2 || true
+		die "nodes did not all become Ready; look with: scripts/kubeadm.sh exec NODE journalctl -u kubelet"
+	}
+	local pods=$((4 * QK_CONTROL_PLANES))
+	wait_for "$QK_WAIT" "$pods control-plane pods Ready" cp_pods_ready "$pods" || {
+		kubectl_qk -n kube-system get pods -o wide >&2 || true
+		die "control-plane pods did not all become Ready"
+	}
+	log "$want nodes Ready, $pods control-plane pods Ready"
+}
+
+nodes_ready() {
+	local n
+	n=$(kubectl_qk get nodes --no-headers 2>/dev/null | awk '$2=="Ready"' | wc -l)
+	((n == $1))
+}
+
+cp_pods_ready() {
+	local n
+	n=$(kubectl_qk -n kube-system get pods -l tier=control-plane --no-headers 2>/dev/null | awk '$3=="Running" {split($2,a,"/"); if (a[1]==a[2]) c++} END {print c+0}')
+	((n == $1))
+}
+
+# deploy_hello NODE...: a one-replica Deployment pinned to each node, so every
+# node runs a workload pod; waits until all are available.
+deploy_hello() {
+	local n
+	for n in "$@"; do
+		hello_manifest "$n"
+		echo "---"
+	done | kubectl_qk apply -f - >/dev/null || die "creating the hello Deployments failed"
+	for n in "$@"; do
+		kubectl_qk rollout status "deployment/hello-$n" --timeout="${QK_WAIT}s" >/dev/null ||
+			die "Deployment hello-$n did not become available; see: kubectl --kubeconfig $QK_STATE/kubeconfig describe pod -l app=hello-$n"
+	done
+	log "a Deployment runs on every node: $(printf 'hello-%s ' "$@")"
+}
+
+hello_manifest() {
+	cat <<EOF2
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: hello-$1
+  namespace: default
+  labels: {app: hello-$1, quantykube.io/harness: hello}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: hello-$1}}
+  template:
+    metadata:
+      labels: {app: hello-$1, quantykube.io/harness: hello}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: $1}
+      tolerations: [{operator: Exists}]
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: hello
+        image: $QK_WORKLOAD_IMAGE
+        imagePullPolicy: IfNotPresent
+        command: ["/bin/sh", "-c", "echo hello from \$(hostname) on $1; exec sleep 2147483647"]
+EOF2
+}
+
+print_howto() {
+	cat <<EOF2
+
+The cluster is up. Use it from this host with:
+  export KUBECONFIG=$QK_STATE/kubeconfig
+  kubectl get nodes -o wide
+Enter a node:  scripts/kubeadm.sh exec $QK_CLUSTER-cp1 bash
+Remove it all: scripts/kubeadm.sh down
+EOF2
+}
+
+cmd_status() {
+	[[ -f $QK_STATE/kubeconfig ]] || { echo "no cluster (state dir $QK_STATE has no kubeconfig)"; return 1; }
+	echo "state: $QK_STATE"
+	local n
+	for n in $(state_nodes); do
+		printf '%-16s %-15s %s\n' "$n" "$(cat "$(node_dir "$n")/ip" 2>/dev/null)" "$(node_leader "$n" >/dev/null && echo running || echo stopped)"
+	done
+	kubectl_qk get nodes -o wide
+	echo "export KUBECONFIG=$QK_STATE/kubeconfig"
+}

@@ -1,0 +1,83 @@
+# shellcheck shell=bash
+# load.sh: `load N` fills the cluster with a realistic workload: N objects
+# (ConfigMaps and Secrets of several sizes spread over a few namespaces) and,
+# per namespace, a Deployment with one running pod per node. Idempotent: the
+# objects have fixed names, so a second `load N` updates them in place.
+
+QK_LOAD_NAMESPACES=${QK_LOAD_NAMESPACES:-3}
+
+cmd_load() {
+	local total=$1 ns i size kind nodes t0=$SECONDS
+	[[ -f $QK_STATE/kubeconfig ]] || die "no cluster: run 'scripts/kubeadm.sh up' first"
+	nodes=$(kubectl_qk get nodes --no-headers | wc -l)
+	local sizes=(100 1024 4096 16384 65536) # bytes of data per object, cycled
+	mkdir -p "$QK_STATE/load"
+	for ((ns = 1; ns <= QK_LOAD_NAMESPACES; ns++)); do
+		printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: load-%d\n  labels: {quantykube.io/harness: load}\n---\n' "$ns" >"$QK_STATE/load/$ns.yaml"
+	done
+	for ((i = 0; i < total; i++)); do
+		ns=$((i % QK_LOAD_NAMESPACES + 1))
+		size=${sizes[$((i % ${#sizes[@]}))]}
+		if ((i % 3 == 2)); then kind=Secret; else kind=ConfigMap; fi
+		load_object "$kind" "load-$ns" "obj-$i" "$size" >>"$QK_STATE/load/$ns.yaml"
+	done
+	for ((ns = 1; ns <= QK_LOAD_NAMESPACES; ns++)); do load_deployment "load-$ns" "$nodes" >>"$QK_STATE/load/$ns.yaml"; done
+	log "load: applying $total objects and $QK_LOAD_NAMESPACES Deployments ($(du -sh "$QK_STATE/load" | cut -f1) of YAML), one kubectl per namespace"
+	local pids=() p rc=0
+	for ((ns = 1; ns <= QK_LOAD_NAMESPACES; ns++)); do
+		kubectl_qk apply --server-side --force-conflicts -f "$QK_STATE/load/$ns.yaml" >/dev/null &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	((rc == 0)) || die "kubectl apply of $QK_STATE/load/*.yaml failed"
+	for ((ns = 1; ns <= QK_LOAD_NAMESPACES; ns++)); do
+		kubectl_qk -n "load-$ns" rollout status deployment/spread --timeout="${QK_WAIT}s" >/dev/null ||
+			die "Deployment load-$ns/spread did not become available"
+	done
+	log "load: $total objects, $QK_LOAD_NAMESPACES Deployments with $nodes pods each, in $((SECONDS - t0))s"
+	kubectl_qk get pods -A -l quantykube.io/harness=load -o wide --no-headers | awk '{print $1, $2, $4, $8}' | column -t
+}
+
+# load_object KIND NS NAME SIZE: one object carrying SIZE bytes of data.
+load_object() {
+	local data
+	data=$(head -c "$(($4 * 3 / 4 + 3))" /dev/urandom | base64 -w0)
+	data=${data:0:$4}
+	if [[ $1 == Secret ]]; then
+		printf 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: %s\n  namespace: %s\n  labels: {quantykube.io/harness: load}\nstringData:\n  payload: "%s"\n---\n' "$3" "$2" "$data"
+	else
+		printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\n  namespace: %s\n  labels: {quantykube.io/harness: load}\ndata:\n  payload: "%s"\n---\n' "$3" "$2" "$data"
+	fi
+}
+
+# load_deployment NS REPLICAS: REPLICAS pods spread one per node (control planes included).
+load_deployment() {
+	cat <<EOF2
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: spread
+  namespace: $1
+  labels: {quantykube.io/harness: load}
+spec:
+  replicas: $2
+  selector: {matchLabels: {app: spread}}
+  template:
+    metadata:
+      labels: {app: spread, quantykube.io/harness: load}
+    spec:
+      tolerations: [{operator: Exists}]
+      terminationGracePeriodSeconds: 1
+      topologySpreadConstraints:
+      - maxSkew: 1
+        topologyKey: kubernetes.io/hostname
+        whenUnsatisfiable: DoNotSchedule
+        labelSelector: {matchLabels: {app: spread}}
+      containers:
+      - name: app
+        image: $QK_WORKLOAD_IMAGE
+        imagePullPolicy: IfNotPresent
+        command: ["/bin/sh", "-c", "while true; do date; sleep 10; done"]
+EOF2
+	echo "---"
+}

@@ -1,0 +1,7 @@
+# shellcheck shell=bash
+# selftest.sh: `selftest [crash]` checks that `down` leaves the host as it
+# found it (test/kubeadm/down_test.sh does the work; see there).
+
+cmd_selftest() {
+	exec "$QK_ROOT/test/kubeadm/down_test.sh" "$@"
+}
