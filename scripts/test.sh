@@ -6,7 +6,8 @@
 #      (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl), in one `go test`
 #   2. the Kubernetes storage suites (k8s.io/apiserver v0.37.2 etcd3 + cacher) against the store
 #   3. real kubeadm clusters of systemd-nspawn nodes (scripts/kubeadm.sh): up, smoke, down, and the
-#      host compared with a snapshot taken before (test/kubeadm/down_test.sh)
+#      host compared with a snapshot taken before; also up twice in a row, and down after a kill -9
+#      of up halfway (test/kubeadm/down_test.sh plain|twice|crash)
 #   4. the datastore move on a real cluster: install store, undo store, a failure and a kill -9 at
 #      every step (scripts/kubeadm.sh move, test/move)
 #
@@ -39,8 +40,10 @@ if want 2; then
   test/k8s-storage/run.sh --store-bin "$QK_STORE_BIN"
 fi
 if want 3; then
-  stage "3. kubeadm clusters: up, smoke, down, host unchanged"
+  stage "3. kubeadm clusters: up, smoke, down, host unchanged (plain, up twice, kill -9 of up)"
   bash test/kubeadm/down_test.sh plain
+  bash test/kubeadm/down_test.sh twice
+  bash test/kubeadm/down_test.sh crash
 fi
 if want 4; then
   stage "4. install store / undo store on a real cluster, with faults"
