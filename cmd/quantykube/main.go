@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	runtimecli "github.com/quantyroot/quantykube/internal/runtime/cli"
 )
 
 func main() {
@@ -22,7 +24,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newStoreCommand(), newInstallCommand(), newUndoCommand())
+	root.AddCommand(newStoreCommand(), newInstallCommand(), newUndoCommand(), runtimecli.NewCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "quantykube:", err)
 		os.Exit(1)

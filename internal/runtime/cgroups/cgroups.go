@@ -32,6 +32,27 @@ func Detect(root string) FS {
 // v1Controllers are the hierarchies runc joins and the runtime cleans on v1.
 var v1Controllers = []string{"cpu", "cpuacct", "cpuset", "memory", "pids", "blkio", "devices", "freezer", "hugetlb", "net_cls", "net_prio", "perf_event", "systemd"}
 
+// HasController reports whether runc can apply limits of controller (e.g. "hugetlb") in
+// this tree: on v2 it must be in the root's cgroup.controllers; on v1 it needs its own
+// hierarchy (a v1/hybrid host whose hugetlb sits on the unified mount has none, and runc
+// fails to set even a zero hugetlb limit there).
+func (f FS) HasController(controller string) bool {
+	if f.V2 {
+		b, err := os.ReadFile(filepath.Join(f.Root, "cgroup.controllers"))
+		if err != nil {
+			return false
+		}
+		for _, c := range strings.Fields(string(b)) {
+			if c == controller {
+				return true
+			}
+		}
+		return false
+	}
+	_, err := os.Stat(filepath.Join(f.Root, controller))
+	return err == nil
+}
+
 // hierarchies lists the mounted v1 hierarchies (and "unified", the v2 mount of a hybrid
 // host, where runc also creates directories).
 func (f FS) hierarchies() []string {

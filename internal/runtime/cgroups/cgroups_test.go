@@ -21,6 +21,9 @@ func TestV2FakeTree(t *testing.T) {
 	if !fs.V2 {
 		t.Fatal("expected v2")
 	}
+	if !fs.HasController("memory") || fs.HasController("hugetlb") {
+		t.Fatal("controllers misread")
+	}
 	d := filepath.Join(root, "kubepods/pod1/c1")
 	write(t, filepath.Join(d, "cpu.stat"), "usage_usec 1500\nuser_usec 1000\n")
 	write(t, filepath.Join(d, "memory.current"), "1000\n")
@@ -53,6 +56,10 @@ func TestV1FakeTree(t *testing.T) {
 	fs := Detect(root)
 	if fs.V2 {
 		t.Fatal("expected v1")
+	}
+	os.MkdirAll(filepath.Join(root, "unified"), 0o755)
+	if fs.HasController("hugetlb") {
+		t.Fatal("hugetlb without a v1 hierarchy reported present")
 	}
 	write(t, filepath.Join(root, "cpuacct/q/c/cpuacct.usage"), "42\n")
 	write(t, filepath.Join(root, "memory/q/c/memory.usage_in_bytes"), "100\n")

@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming"
 
 	"github.com/quantyroot/quantykube/internal/runtime/config"
+	"github.com/quantyroot/quantykube/internal/runtime/images"
 	"github.com/quantyroot/quantykube/internal/runtime/monitor"
 	"github.com/quantyroot/quantykube/internal/runtime/server"
 )
@@ -54,16 +57,53 @@ Flags override the file.`,
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			return serve(cmd.Context(), cfg, monitorPath(cmd))
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			return serve(ctx, cfg, monitorPath(cmd))
 		},
 	}
-	cmd.Flags().StringVar(&cfgPath, "config", config.DefaultPath, "configuration file (TOML)")
+	cmd.PersistentFlags().StringVar(&cfgPath, "config", config.DefaultPath, "configuration file (TOML)")
 	cmd.Flags().StringVar(&socket, "socket", "", "CRI unix socket (default from config: /run/quantykube/runtime.sock)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", "state directory (default from config: /run/quantykube/runtime)")
-	cmd.Flags().StringVar(&rootDir, "root-dir", "", "image and writable-layer directory (default from config: /var/lib/quantykube/runtime)")
+	cmd.PersistentFlags().StringVar(&rootDir, "root-dir", "", "image and writable-layer directory (default from config: /var/lib/quantykube/runtime)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "", "debug, info, warn or error")
-	cmd.AddCommand(newMonitorCommand())
+	cmd.AddCommand(newMonitorCommand(), newImportCommand(&cfgPath, &rootDir))
 	return cmd
+}
+
+// newImportCommand loads docker-archive tarballs into the image store (nodes without a
+// registry). It may run while the runtime serves: the store's index is shared safely.
+func newImportCommand(cfgPath, rootDir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "import FILE.tar...",
+		Short: "Load docker-archive image tarballs into the runtime's image store",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			cfg, err := config.Load(*cfgPath)
+			if err != nil {
+				return err
+			}
+			if *rootDir != "" {
+				cfg.RootDir = *rootDir
+			}
+			st, err := images.Open(filepath.Join(cfg.RootDir, "images"), cfg.Mirrors)
+			if err != nil {
+				return err
+			}
+			for _, f := range files {
+				ims, err := st.Import(f)
+				if err != nil {
+					return err
+				}
+				for _, im := range ims {
+					fmt.Fprintf(cmd.OutOrStdout(), "imported %s %s\n", strings.Join(im.RepoTags, ","), im.ID)
+				}
+			}
+			return nil
+		},
+	}
 }
 
 // monitorPath is the argv (after the executable) that reaches the monitor subcommand.
@@ -106,7 +146,7 @@ func newMonitorCommand() *cobra.Command {
 func setupLogging(level string) {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
 }
 
 func serve(ctx context.Context, cfg config.Config, monArgs []string) error {
@@ -129,6 +169,9 @@ func serve(ctx context.Context, cfg config.Config, monArgs []string) error {
 	if err != nil {
 		return err
 	}
+	reapCtx, stopReaper := context.WithCancel(context.Background())
+	defer stopReaper()
+	go server.ReapOrphans(reapCtx, 30*time.Second)
 	addr, err := freeAddr(cfg.StreamAddress)
 	if err != nil {
 		return err
@@ -160,8 +203,12 @@ func serve(ctx context.Context, cfg config.Config, monArgs []string) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
-		s := <-sig
-		slog.Info("stopping (containers keep running)", "signal", s.String())
+		select {
+		case s := <-sig:
+			slog.Info("stopping (containers keep running)", "signal", s.String())
+		case <-ctx.Done():
+			slog.Info("stopping (containers keep running)", "reason", context.Cause(ctx))
+		}
 		g.Stop()
 		st.Stop()
 	}()

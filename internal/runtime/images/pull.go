@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
@@ -109,6 +108,8 @@ func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (Image, error)
 
 // store unpacks img's missing layers, writes its config and records it under r.
 func (s *Store) store(r Ref, manifestDigest string, img v1.Image) (Image, error) {
+	s.gcMu.RLock()
+	defer s.gcMu.RUnlock()
 	cfgName, err := img.ConfigName()
 	if err != nil {
 		return Image{}, fmt.Errorf("config digest of %s: %w", r, err)
@@ -146,40 +147,38 @@ func (s *Store) store(r Ref, manifestDigest string, img v1.Image) (Image, error)
 		return Image{}, fmt.Errorf("commit image config: %w", err)
 	}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	tag := ""
 	if r.Tag != "" {
 		tag = r.String()
 	}
 	digestRef := r.Name() + "@" + manifestDigest
-	// A tag names one image: take it away from any other image.
-	for id, other := range s.images {
-		if id == im.ID || tag == "" {
-			continue
-		}
-		if i := slices.Index(other.RepoTags, tag); i >= 0 {
-			other.RepoTags = slices.Delete(other.RepoTags, i, i+1)
-			if len(other.RepoTags) == 0 && len(other.RepoDigests) == 0 {
-				delete(s.images, id)
+	var out Image
+	err = s.update(func() error {
+		// A tag names one image: take it away from any other image.
+		for id, other := range s.images {
+			if id == im.ID || tag == "" {
+				continue
+			}
+			if i := slices.Index(other.RepoTags, tag); i >= 0 {
+				other.RepoTags = slices.Delete(other.RepoTags, i, i+1)
+				if len(other.RepoTags) == 0 && len(other.RepoDigests) == 0 {
+					delete(s.images, id)
+				}
 			}
 		}
-	}
-	cur, ok := s.images[im.ID]
-	if !ok {
-		cur = &im
-		s.images[im.ID] = cur
-	}
-	if tag != "" && !slices.Contains(cur.RepoTags, tag) {
-		cur.RepoTags = append(cur.RepoTags, tag)
-	}
-	if !slices.Contains(cur.RepoDigests, digestRef) {
-		cur.RepoDigests = append(cur.RepoDigests, digestRef)
-	}
-	if err := s.saveLocked(); err != nil {
-		return Image{}, err
-	}
-	return *cur, nil
+		cur, ok := s.images[im.ID]
+		if !ok {
+			cur = &im
+			s.images[im.ID] = cur
+		}
+		if tag != "" && !slices.Contains(cur.RepoTags, tag) {
+			cur.RepoTags = append(cur.RepoTags, tag)
+		}
+		if !slices.Contains(cur.RepoDigests, digestRef) {
+			cur.RepoDigests = append(cur.RepoDigests, digestRef)
+		}
+		out = *cur
+		return nil
+	})
+	return out, err
 }
-
-var _ = name.Insecure

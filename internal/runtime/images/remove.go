@@ -6,29 +6,36 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
+	"time"
 )
 
 // Remove deletes the image named by ref (ID, tag or digest) and every layer no longer
 // used by an image or by keep (layer diff IDs held by live containers). Removing an
 // image that does not exist is not an error.
 func (s *Store) Remove(ref string, keep []string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	im, ok := s.lookupLocked(ref)
-	if !ok {
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
+	var removed string
+	err := s.update(func() error {
+		if im, ok := s.lookupLocked(ref); ok {
+			delete(s.images, im.ID)
+			removed = im.ID
+		}
 		return nil
-	}
-	delete(s.images, im.ID)
-	if err := s.saveLocked(); err != nil {
+	})
+	if err != nil || removed == "" {
 		return err
 	}
-	os.Remove(filepath.Join(s.Root, "configs", hexOf(im.ID)+".json"))
+	os.Remove(filepath.Join(s.Root, "configs", hexOf(removed)+".json"))
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.gcLocked(keep)
 }
 
 // GC removes layers used by no image and not in keep.
 func (s *Store) GC(keep []string) error {
+	s.gcMu.Lock()
+	defer s.gcMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.gcLocked(keep)
@@ -52,6 +59,11 @@ func (s *Store) gcLocked(keep []string) error {
 		if used[e.Name()] {
 			continue
 		}
+		// Another process (an import) may have just unpacked it and not yet recorded its
+		// image: young layers wait for a later collection.
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) < gcGrace {
+			continue
+		}
 		if err := os.RemoveAll(filepath.Join(s.Root, "layers", e.Name())); err != nil {
 			return fmt.Errorf("remove layer %s: %w", e.Name(), err)
 		}
@@ -66,9 +78,28 @@ type Usage struct {
 	Inodes     uint64
 }
 
+// gcGrace is how old an unreferenced layer must be before GC removes it.
+const gcGrace = 10 * time.Minute
+
+// usageTTL bounds how often FsUsage walks the layers (kubelet asks every few seconds).
+const usageTTL = 5 * time.Second
+
 // FsUsage reports what the layers take: bytes from each layer's recorded size, inodes by
-// counting entries.
+// counting entries. The result is cached for usageTTL.
 func (s *Store) FsUsage() (Usage, error) {
+	s.usageMu.Lock()
+	defer s.usageMu.Unlock()
+	if time.Since(s.usageAt) < usageTTL {
+		return s.usage, nil
+	}
+	u, err := s.fsUsage()
+	if err == nil {
+		s.usage, s.usageAt = u, time.Now()
+	}
+	return u, err
+}
+
+func (s *Store) fsUsage() (Usage, error) {
 	u := Usage{Mountpoint: s.Root}
 	root := filepath.Join(s.Root, "layers")
 	ents, err := os.ReadDir(root)
@@ -83,10 +114,6 @@ func (s *Store) FsUsage() (Usage, error) {
 			u.Inodes++
 			return nil
 		})
-	}
-	var st syscall.Statfs_t
-	if syscall.Statfs(s.Root, &st) == nil {
-		u.Bytes += 0
 	}
 	return u, nil
 }

@@ -21,6 +21,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -46,7 +48,18 @@ type Store struct {
 	Mirrors map[string]config.Mirror
 	mu      sync.Mutex
 	images  map[string]*Image // by ID
-	pulls   sync.Map          // per-reference lock: string -> *sync.Mutex
+	// indexMod and indexSize identify the index.json version in memory.
+	indexMod  time.Time
+	indexSize int64
+	pulls     sync.Map // per-reference lock: string -> *sync.Mutex
+
+	// gcMu keeps layer garbage collection out while a pull is storing layers (read side),
+	// so a layer a pull just found present cannot vanish before its image is recorded.
+	gcMu sync.RWMutex
+
+	usageMu sync.Mutex
+	usage   Usage
+	usageAt time.Time
 }
 
 // Open loads the store at root, creating it if missing.
@@ -62,19 +75,63 @@ func Open(root string, mirrors map[string]config.Mirror) (*Store, error) {
 		os.RemoveAll(filepath.Join(root, "tmp", e.Name()))
 	}
 	s := &Store{Root: root, Mirrors: mirrors, images: map[string]*Image{}}
-	b, err := os.ReadFile(filepath.Join(root, "index.json"))
-	if err == nil {
-		var list []*Image
-		if err := json.Unmarshal(b, &list); err != nil {
-			return nil, fmt.Errorf("decode %s/index.json (delete it to start empty): %w", root, err)
-		}
-		for _, im := range list {
-			s.images[im.ID] = im
-		}
-	} else if !os.IsNotExist(err) {
-		return nil, fmt.Errorf("read image index: %w", err)
+	if err := s.reloadLocked(); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// reloadLocked reads index.json (if it changed since the last read). Another process
+// (`quantykube runtime import`) may have rewritten it. Caller holds s.mu.
+func (s *Store) reloadLocked() error {
+	p := filepath.Join(s.Root, "index.json")
+	fi, err := os.Stat(p)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stat image index: %w", err)
+	}
+	if fi.ModTime().Equal(s.indexMod) && fi.Size() == s.indexSize {
+		return nil
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("read image index: %w", err)
+	}
+	var list []*Image
+	if err := json.Unmarshal(b, &list); err != nil {
+		return fmt.Errorf("decode %s (delete it to start empty): %w", p, err)
+	}
+	s.images = map[string]*Image{}
+	for _, im := range list {
+		s.images[im.ID] = im
+	}
+	s.indexMod, s.indexSize = fi.ModTime(), fi.Size()
+	return nil
+}
+
+// update runs fn with the index current and exclusively locked against other processes
+// (flock on index.lock), then saves it. Caller must not hold s.mu.
+func (s *Store) update(fn func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lf, err := os.OpenFile(filepath.Join(s.Root, "index.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("open index lock: %w", err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock image index: %w", err)
+	}
+	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	if err := s.reloadLocked(); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		return err
+	}
+	return s.saveLocked()
 }
 
 func hexOf(digest string) string { return strings.TrimPrefix(digest, "sha256:") }
@@ -102,6 +159,9 @@ func (s *Store) saveLocked() error {
 	if err := os.Rename(tmp, filepath.Join(s.Root, "index.json")); err != nil {
 		return fmt.Errorf("commit image index: %w", err)
 	}
+	if fi, err := os.Stat(filepath.Join(s.Root, "index.json")); err == nil {
+		s.indexMod, s.indexSize = fi.ModTime(), fi.Size()
+	}
 	return nil
 }
 
@@ -109,6 +169,7 @@ func (s *Store) saveLocked() error {
 func (s *Store) List() []Image {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_ = s.reloadLocked()
 	out := make([]Image, 0, len(s.images))
 	for _, im := range s.images {
 		out = append(out, *im)
@@ -122,6 +183,7 @@ func (s *Store) List() []Image {
 func (s *Store) Lookup(ref string) (Image, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_ = s.reloadLocked()
 	return s.lookupLocked(ref)
 }
 
@@ -186,11 +248,21 @@ func (s *Store) Config(id string) (*v1.ConfigFile, error) {
 
 // SetPinned marks an image as pinned (never garbage-collected by kubelet).
 func (s *Store) SetPinned(id string, pinned bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if im, ok := s.images[id]; ok && im.Pinned != pinned {
-		im.Pinned = pinned
-		return s.saveLocked()
+	if im, ok := s.Lookup(id); !ok || im.Pinned == pinned {
+		return nil
 	}
-	return nil
+	return s.update(func() error {
+		if im, ok := s.images[id]; ok {
+			im.Pinned = pinned
+		}
+		return nil
+	})
+}
+
+// Hold keeps layer garbage collection away until release is called: callers hold it from
+// looking an image up until the sandbox or container using its layers is recorded.
+// It must not be held across a Pull.
+func (s *Store) Hold() (release func()) {
+	s.gcMu.RLock()
+	return s.gcMu.RUnlock
 }

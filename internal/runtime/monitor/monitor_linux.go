@@ -65,15 +65,16 @@ func Run(o Options) error {
 		syncPipe.Close()
 		return err
 	}
-	fmt.Fprintf(syncPipe, "ok %d", pid)
-	syncPipe.Close()
-
+	// The attach socket exists before the runtime hears "ok": an Attach right after
+	// CreateContainer must find it.
 	l, err := net.Listen("unix", filepath.Join(o.Dir, AttachSocketName))
 	if err != nil {
 		slog.Error("listen attach socket", "err", err)
 	} else {
 		go m.serve(l)
 	}
+	fmt.Fprintf(syncPipe, "ok %d", pid)
+	syncPipe.Close()
 	status, reaped := waitFor(pid)
 	e := Exit{Code: exitCode(status), FinishedAt: time.Now().UTC()}
 	if !reaped {
@@ -107,6 +108,19 @@ func Run(o Options) error {
 // create runs `runc create` and returns the container's init pid and a WaitGroup that
 // is done when the output streams reached EOF.
 func (m *mon) create() (int, *sync.WaitGroup, error) {
+	_, statErr := os.Stat(m.o.LogPath)
+	pid, outputs, err := m.runCreate()
+	if err != nil && m.o.LogPath != "" && os.IsNotExist(statErr) {
+		// A failed create leaves no empty log file of ours behind.
+		if m.log != nil {
+			m.log.Close()
+		}
+		os.Remove(m.o.LogPath)
+	}
+	return pid, outputs, err
+}
+
+func (m *mon) runCreate() (int, *sync.WaitGroup, error) {
 	o := m.o
 	m.sink = criolog.NewSink(nil)
 	if o.LogPath != "" {

@@ -123,6 +123,9 @@ func TestMonitorReportsCreateError(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "fake create failure") {
 		t.Fatalf("err = %v", err)
 	}
+	if _, err := os.Stat(o.LogPath); !os.IsNotExist(err) {
+		t.Fatalf("failed create left its log file: %v", err)
+	}
 }
 
 func TestMonitorAttachStdinAndReopen(t *testing.T) {

@@ -143,6 +143,8 @@ type ContainerInput struct {
 	NS          Namespaces
 	Files       SandboxFiles
 	Hostname    string
+	// RecursiveReadOnly is true when runc supports the "rro" mount option.
+	RecursiveReadOnly bool
 }
 
 // ContainerSpec is a workload container's spec.
@@ -208,6 +210,7 @@ func ContainerSpec(in ContainerInput) (*specs.Spec, error) {
 		}
 		p.Capabilities = caps(BoundingCaps())
 		s.Linux.Resources.Devices = []specs.LinuxDeviceCgroup{{Allow: true, Access: "rwm"}}
+		s.Linux.Devices = HostDevices()
 		for i := range s.Mounts {
 			if s.Mounts[i].Destination == "/sys" || s.Mounts[i].Destination == "/sys/fs/cgroup" {
 				s.Mounts[i].Options = replaceOpt(s.Mounts[i].Options, "ro", "rw")
@@ -323,6 +326,17 @@ func ContainerSpec(in ContainerInput) (*specs.Spec, error) {
 		o := []string{"rbind", "rw"}
 		if m.Readonly {
 			o[1] = "ro"
+		}
+		if m.RecursiveReadOnly {
+			switch {
+			case !in.RecursiveReadOnly:
+				return nil, fmt.Errorf("mount %s: recursive read-only mounts need runc >= 1.1 on Linux >= 5.12", m.ContainerPath)
+			case !m.Readonly:
+				return nil, fmt.Errorf("mount %s: recursive_read_only needs readonly: true", m.ContainerPath)
+			case m.Propagation != runtimeapi.MountPropagation_PROPAGATION_PRIVATE:
+				return nil, fmt.Errorf("mount %s: recursive_read_only needs private propagation", m.ContainerPath)
+			}
+			o[1] = "rro"
 		}
 		switch m.Propagation {
 		case runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL:

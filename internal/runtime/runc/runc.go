@@ -131,3 +131,24 @@ func (r *Runc) ExecCommand(ctx context.Context, id string, p *specs.Process, pro
 	}
 	return r.Command(ctx, append(a, id)...), nil
 }
+
+// SupportsMountOption reports whether `runc features` lists opt (e.g. "rro") among its
+// mount options. Old runc without the features command reports false.
+func (r *Runc) SupportsMountOption(ctx context.Context, opt string) bool {
+	out, err := r.Command(ctx, "features").Output()
+	if err != nil {
+		return false
+	}
+	var f struct {
+		MountOptions []string `json:"mountOptions"`
+	}
+	if json.Unmarshal(out, &f) != nil {
+		return false
+	}
+	for _, o := range f.MountOptions {
+		if o == opt {
+			return true
+		}
+	}
+	return false
+}

@@ -52,6 +52,8 @@ func (s *Service) CreateContainer(ctx context.Context, r *runtimeapi.CreateConta
 	defer u.Run()
 	u.Add(func() { s.containers.Release(name, id) })
 
+	release := s.images.Hold()
+	defer release()
 	img, ok := s.images.Lookup(cfg.GetImage().GetImage())
 	if !ok {
 		return nil, notFound("image", cfg.GetImage().GetImage())
@@ -93,12 +95,17 @@ func (s *Service) CreateContainer(ctx context.Context, r *runtimeapi.CreateConta
 	hostname, _ := os.ReadFile(filepath.Join(s.sandboxes.RecordDir(sb.ID), "hostname"))
 	spec, err := oci.ContainerSpec(oci.ContainerInput{Config: cfg, Sandbox: sbCfg, Image: imgCfg, Rootfs: c.Rootfs,
 		CgroupsPath: c.CgroupPath, NS: ns, Files: sandboxFiles(s.sandboxes.RecordDir(sb.ID), ns.HostIPC),
-		Hostname: trimNL(string(hostname))})
+		Hostname: trimNL(string(hostname)), RecursiveReadOnly: s.rro})
 	if err != nil {
 		return nil, invalid("container %s: %v", cfg.GetMetadata().Name, err)
 	}
 	if ns.HostNet {
 		spec.Hostname = ""
+	}
+	if !s.cg.HasController("hugetlb") {
+		// kubelet sends hugetlb limits (often 0) for every page size; without a hugetlb
+		// controller runc would refuse to create the container.
+		spec.Linux.Resources.HugepageLimits = nil
 	}
 	if err := writeSpec(dir, spec); err != nil {
 		return nil, grpcErr(err)

@@ -21,6 +21,10 @@ func (s *Service) RemoveContainer(ctx context.Context, r *runtimeapi.RemoveConta
 		}
 		return nil, grpcErr(err)
 	}
+	defer s.locks.lock(c.ID)()
+	if _, err := s.containers.Get(c.ID); err != nil {
+		return &runtimeapi.RemoveContainerResponse{}, nil // removed while we waited for the lock
+	}
 	if err := s.removeContainer(ctx, c); err != nil {
 		return nil, grpcErr(err)
 	}
@@ -39,5 +43,6 @@ func (s *Service) removeContainer(ctx context.Context, c *store.Container) error
 	}
 	s.cg.Remove(c.CgroupPath, c.CgroupPath[:len(c.CgroupPath)-len(c.ID)])
 	s.cleanupContainerDir(c.ID)
+	s.locks.forget(c.ID)
 	return s.containers.Delete(c.ID)
 }

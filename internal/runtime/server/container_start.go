@@ -14,6 +14,7 @@ func (s *Service) StartContainer(ctx context.Context, r *runtimeapi.StartContain
 	if err != nil {
 		return nil, notFound("container", r.ContainerId)
 	}
+	defer s.locks.lock(c.ID)()
 	if st := s.containerState(c); st != runtimeapi.ContainerState_CONTAINER_CREATED {
 		return nil, grpcErr(fmt.Errorf("container %s is %s, not CREATED: create a new container", c.ID, st))
 	}

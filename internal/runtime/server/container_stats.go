@@ -13,8 +13,6 @@ func (s *Service) containerStats(c *store.Container) *runtimeapi.ContainerStats 
 	cfg := c.Config()
 	now := time.Now().UnixNano()
 	st, _ := s.cg.Stat(c.CgroupPath)
-	u, _ := s.images.FsUsage()
-	_ = u
 	return &runtimeapi.ContainerStats{
 		Attributes: &runtimeapi.ContainerAttributes{Id: c.ID, Metadata: cfg.GetMetadata(), Labels: cfg.GetLabels(), Annotations: cfg.GetAnnotations()},
 		Cpu:        &runtimeapi.CpuUsage{Timestamp: now, UsageCoreNanoSeconds: &runtimeapi.UInt64Value{Value: st.CPUUsageNanos}},

@@ -22,6 +22,7 @@ func (s *Service) StopContainer(ctx context.Context, r *runtimeapi.StopContainer
 		}
 		return nil, grpcErr(err)
 	}
+	defer s.locks.lock(c.ID)()
 	if err := s.stopContainer(ctx, c, time.Duration(r.Timeout)*time.Second); err != nil {
 		return nil, grpcErr(err)
 	}

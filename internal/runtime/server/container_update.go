@@ -22,10 +22,15 @@ func (s *Service) UpdateContainerResources(ctx context.Context, r *runtimeapi.Up
 	if r.Linux == nil {
 		return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 	}
+	defer s.locks.lock(c.ID)()
 	if st := s.containerState(c); st == runtimeapi.ContainerState_CONTAINER_EXITED {
 		return nil, grpcErr(fmt.Errorf("container %s has exited: nothing to update", c.ID))
 	}
-	if err := s.runc.Update(ctx, c.ID, oci.Resources(r.Linux)); err != nil {
+	res := oci.Resources(r.Linux)
+	if !s.cg.HasController("hugetlb") {
+		res.HugepageLimits = nil
+	}
+	if err := s.runc.Update(ctx, c.ID, res); err != nil {
 		return nil, grpcErr(err)
 	}
 	cfg := proto.Clone(c.Config()).(*runtimeapi.ContainerConfig)

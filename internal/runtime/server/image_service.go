@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -73,9 +74,17 @@ func (s *Service) PullImage(ctx context.Context, r *runtimeapi.PullImageRequest)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, grpcErr(fmt.Errorf("pull %s: %w", ref, err))
+	}
 	im, err := s.images.Pull(ctx, ref, auth)
+	if err == nil {
+		// The caller's deadline wins even when the pull itself made it: a client that gave
+		// up must see DeadlineExceeded, not a late success.
+		err = ctx.Err()
+	}
 	if err != nil {
-		return nil, grpcErr(err)
+		return nil, grpcErr(fmt.Errorf("pull %s: %w", ref, err))
 	}
 	return &runtimeapi.PullImageResponse{ImageRef: im.ID}, nil
 }
@@ -99,8 +108,8 @@ func (s *Service) layersInUse() []string {
 	for _, c := range s.containers.List() {
 		out = append(out, c.Layers...)
 	}
-	if im, ok := s.images.Lookup(s.cfg.PauseImage); ok {
-		out = append(out, im.Layers...)
+	for _, sb := range s.sandboxes.List() {
+		out = append(out, sb.Layers...)
 	}
 	return out
 }

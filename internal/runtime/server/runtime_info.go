@@ -25,7 +25,7 @@ func (s *Service) Status(ctx context.Context, r *runtimeapi.StatusRequest) (*run
 	}
 	resp := &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
 		{Type: runtimeapi.RuntimeReady, Status: true}, netCond}},
-		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{}}},
+		RuntimeHandlers: []*runtimeapi.RuntimeHandler{{Name: "", Features: &runtimeapi.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: s.rro}}},
 		Features:        &runtimeapi.RuntimeFeatures{SupplementalGroupsPolicy: true},
 	}
 	if r.Verbose {

@@ -21,12 +21,19 @@ func (s *Service) RemovePodSandbox(ctx context.Context, r *runtimeapi.RemovePodS
 		}
 		return nil, grpcErr(err)
 	}
-	if _, err := s.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.ID}); err != nil {
-		return nil, err
+	defer s.locks.lock(sb.ID)()
+	if _, err := s.sandboxes.Get(sb.ID); err != nil {
+		return &runtimeapi.RemovePodSandboxResponse{}, nil // removed while we waited for the lock
+	}
+	if err := s.stopSandbox(ctx, sb); err != nil {
+		return nil, grpcErr(err)
 	}
 	for _, c := range s.containers.List() {
 		if c.SandboxID == sb.ID {
-			if err := s.removeContainer(ctx, c); err != nil {
+			unlock := s.locks.lock(c.ID)
+			err := s.removeContainer(ctx, c)
+			unlock()
+			if err != nil {
 				return nil, grpcErr(fmt.Errorf("remove container %s: %w", c.ID, err))
 			}
 		}
@@ -41,6 +48,7 @@ func (s *Service) RemovePodSandbox(ctx context.Context, r *runtimeapi.RemovePodS
 	}
 	s.removeSandboxCgroups(sb)
 	s.cleanupSandboxDir(sb.ID)
+	s.locks.forget(sb.ID)
 	if err := s.sandboxes.Delete(sb.ID); err != nil {
 		return nil, grpcErr(err)
 	}

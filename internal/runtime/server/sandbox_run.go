@@ -43,9 +43,14 @@ func (s *Service) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandbox
 	defer u.Run()
 	u.Add(func() { s.sandboxes.Release(name, id) })
 
-	img, err := s.ensureImage(ctx, s.cfg.PauseImage)
-	if err != nil {
+	if _, err := s.ensureImage(ctx, s.cfg.PauseImage); err != nil {
 		return nil, grpcErr(fmt.Errorf("pause image: %w", err))
+	}
+	release := s.images.Hold()
+	defer release()
+	img, ok := s.images.Lookup(s.cfg.PauseImage)
+	if !ok {
+		return nil, grpcErr(fmt.Errorf("pause image %s was removed while the sandbox was created: retry", s.cfg.PauseImage))
 	}
 	_ = s.images.SetPinned(img.ID, true)
 	imgCfg, err := s.images.Config(img.ID)
@@ -102,6 +107,7 @@ func (s *Service) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandbox
 	u.Add(func() { s.removeSandboxCgroups(sb) })
 
 	sb.Rootfs = filepath.Join(dir, "rootfs")
+	sb.Layers = img.Layers
 	if err := s.mountRootfs(id, img.Layers, sb.Rootfs); err != nil {
 		return nil, grpcErr(err)
 	}
@@ -109,6 +115,9 @@ func (s *Service) RunPodSandbox(ctx context.Context, r *runtimeapi.RunPodSandbox
 	spec, err := oci.SandboxSpec(cfg, imgCfg, sb.Rootfs, filepath.Join(sb.CgroupParent, id), oci.Namespaces{NetNS: sb.NetNS, HostNet: hostNet}, files)
 	if err != nil {
 		return nil, grpcErr(err)
+	}
+	if !s.cg.HasController("hugetlb") {
+		spec.Linux.Resources.HugepageLimits = nil
 	}
 	if err := writeSpec(dir, spec); err != nil {
 		return nil, grpcErr(err)

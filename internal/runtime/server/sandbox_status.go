@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"os"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -54,7 +53,6 @@ func (s *Service) PodSandboxStatus(ctx context.Context, r *runtimeapi.PodSandbox
 			resp.ContainersStatuses = append(resp.ContainersStatuses, s.containerStatus(c))
 		}
 	}
-	_ = os.Getpid
 	return resp, nil
 }
 

@@ -25,27 +25,36 @@ func (s *Service) StopPodSandbox(ctx context.Context, r *runtimeapi.StopPodSandb
 		}
 		return nil, grpcErr(err)
 	}
+	defer s.locks.lock(sb.ID)()
+	if err := s.stopSandbox(ctx, sb); err != nil {
+		return nil, grpcErr(err)
+	}
+	return &runtimeapi.StopPodSandboxResponse{}, nil
+}
+
+// stopSandbox stops the containers, the pause process and the network. Caller holds the sandbox lock.
+func (s *Service) stopSandbox(ctx context.Context, sb *store.Sandbox) error {
 	for _, c := range s.containers.List() {
 		if c.SandboxID == sb.ID {
-			if err := s.stopContainer(ctx, c, 0); err != nil {
-				return nil, grpcErr(fmt.Errorf("stop container %s: %w", c.ID, err))
+			unlock := s.locks.lock(c.ID)
+			err := s.stopContainer(ctx, c, 0)
+			unlock()
+			if err != nil {
+				return fmt.Errorf("stop container %s: %w", c.ID, err)
 			}
 		}
 	}
 	if err := s.stopPause(ctx, sb); err != nil {
-		return nil, grpcErr(err)
+		return err
 	}
 	if sb.NetworkSetUp {
 		if err := s.net.Teardown(ctx, s.cniPod(sb)); err != nil {
-			return nil, grpcErr(err)
+			return err
 		}
 		sb.NetworkSetUp = false
 	}
 	sb.Ready = false
-	if err := s.sandboxes.Put(sb); err != nil {
-		return nil, grpcErr(err)
-	}
-	return &runtimeapi.StopPodSandboxResponse{}, nil
+	return s.sandboxes.Put(sb)
 }
 
 // stopPause kills the pause process and waits for the monitor to record its exit.

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -43,6 +44,9 @@ type Service struct {
 	net        *cni.Network
 	cg         cgroups.FS
 	stream     streaming.Server
+	locks      idLocks
+	// rro is true when runc can make bind mounts recursively read-only ("rro").
+	rro bool
 }
 
 // Options are the process-level inputs New needs besides the configuration.
@@ -83,6 +87,7 @@ func New(cfg config.Config, o Options) (*Service, error) {
 	if err := s.recover(); err != nil {
 		return nil, err
 	}
+	s.rro = s.runc.SupportsMountOption(context.Background(), "rro")
 	return s, nil
 }
 
@@ -106,6 +111,16 @@ func (s *Service) recover() error {
 	}
 	for _, id := range orph {
 		slog.Warn("removing incomplete sandbox directory", "id", id)
+		// The monitor may have created the pause before the crash: remove it from runc.
+		_ = s.runc.Delete(context.Background(), id, true)
+		// And CNI may have allocated an address: DEL by container ID (libcni's cache).
+		if ns := filepath.Join(s.cfg.StateDir, "netns", id); fileExists(ns) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := s.net.Teardown(ctx, cni.Pod{ID: id, NetNS: ns}); err != nil {
+				slog.Warn("CNI teardown of incomplete sandbox", "id", id, "err", err)
+			}
+			cancel()
+		}
 		s.cleanupSandboxDir(id)
 	}
 	orph, err = s.containers.Load(store.DecodeContainer)
@@ -114,10 +129,28 @@ func (s *Service) recover() error {
 	}
 	for _, id := range orph {
 		slog.Warn("removing incomplete container directory", "id", id)
+		_ = s.runc.Delete(context.Background(), id, true)
 		s.cleanupContainerDir(id)
+	}
+	// Writable layers outlive /run across a reboot: drop those of containers we no longer know.
+	if ents, err := os.ReadDir(filepath.Join(s.cfg.RootDir, "rw")); err == nil {
+		for _, e := range ents {
+			_, cerr := s.containers.Get(e.Name())
+			_, serr := s.sandboxes.Get(e.Name())
+			if cerr != nil && serr != nil {
+				slog.Warn("removing writable layer of an unknown container", "id", e.Name())
+				unmountAll(filepath.Join(s.containers.RecordDir(e.Name()), "rootfs"))
+				os.RemoveAll(filepath.Join(s.cfg.RootDir, "rw", e.Name()))
+			}
+		}
 	}
 	slog.Info("recovered state", "sandboxes", len(s.sandboxes.List()), "containers", len(s.containers.List()))
 	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // Errors in the shapes kubelet and critest expect.
@@ -147,6 +180,8 @@ func grpcErr(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
 	}
 	return status.Error(codes.Unknown, err.Error())
 }

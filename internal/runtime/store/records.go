@@ -30,6 +30,8 @@ type Sandbox struct {
 	// request) and must remove it with the sandbox.
 	OwnCgroupParent bool   `json:"own_cgroup_parent,omitempty"`
 	RuntimeHandler  string `json:"runtime_handler,omitempty"`
+	// Layers are the pause image's diff IDs under Rootfs, kept while the sandbox exists.
+	Layers []string `json:"layers"`
 	// Rootfs is the pause container's overlay mount point.
 	Rootfs   string `json:"rootfs"`
 	ConfigPB []byte `json:"config"`
