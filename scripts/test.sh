@@ -10,6 +10,9 @@
 #      of up halfway (test/kubeadm/down_test.sh plain|twice|crash)
 #   4. the datastore move on a real cluster: install store, undo store, a failure and a kill -9 at
 #      every step (scripts/kubeadm.sh move, test/move)
+#   5. the runtime: critest v1.37.0 fully offline (scripts/critest.sh), kill -9 and restart of the
+#      runtime with containers running (scripts/critest/restart.sh), a real kubelet on it
+#      (scripts/critest/kubelet.sh)
 #
 # Real binaries are built from the Go module proxy by scripts/deps.sh and cached under
 # ${QK_CACHE:-<repo>/.cache}; the first run on a fresh machine spends most of its time there.
@@ -18,7 +21,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export PATH=$PATH:/usr/local/go/bin
-STAGES=${STAGES:-"1 2 3 4"}
+STAGES=${STAGES:-"1 2 3 4 5"}
 CACHE=${QK_CACHE:-$ROOT/.cache}
 stage() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 want() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -52,5 +55,12 @@ if want 4; then
   scripts/kubeadm.sh move
   scripts/kubeadm.sh down
   trap - EXIT
+fi
+if want 5; then
+  stage "5. the runtime: critest offline, restart under load, kubelet"
+  export QK_RUNTIME_BIN=$QK_STORE_BIN
+  scripts/critest.sh
+  scripts/critest/restart.sh
+  scripts/critest/kubelet.sh
 fi
 stage "all stages passed"
