@@ -5,6 +5,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 )
@@ -26,9 +27,8 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 const rangeStreamChunk = 1000
 
 // RangeStream serves KV.RangeStream: the same result as Range, sent in
-// chunks of disjoint key-values; header, more and count ride on the last one.
-// Each chunk is read at the revision of the first, so the chunks together
-// are one consistent Range.
+// chunks of disjoint key-values read in one pass over one snapshot; header,
+// more and count ride on the last message.
 func (s *Server) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingServer[pb.RangeStreamResponse]) error {
 	if err := checkRange(r); err != nil {
 		return err
@@ -36,52 +36,21 @@ func (s *Server) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingServ
 	if r.SortOrder != pb.RangeRequest_NONE && !(r.SortTarget == pb.RangeRequest_KEY && r.SortOrder == pb.RangeRequest_ASCEND) ||
 		r.SortTarget != pb.RangeRequest_KEY || r.CountOnly || r.MinModRevision != 0 || r.MaxModRevision != 0 ||
 		r.MinCreateRevision != 0 || r.MaxCreateRevision != 0 {
-		// Shapes that cannot be paged by key: one full Range, one chunk.
+		// Shapes that cannot be streamed in key order: one full Range, one message.
 		resp, err := s.Range(stream.Context(), r)
 		if err != nil {
 			return err
 		}
 		return stream.Send(&pb.RangeStreamResponse{RangeResponse: resp})
 	}
-	page := proto.Clone(r).(*pb.RangeRequest)
-	remaining := r.Limit
-	var total int64 = -1
-	var rev int64
-	var more bool
-	for {
-		page.Limit = rangeStreamChunk
-		if remaining > 0 && remaining < page.Limit {
-			page.Limit = remaining
-		}
-		resp, err := s.store.Range(stream.Context(), page)
-		if err != nil {
-			return toGRPC(err)
-		}
-		if total < 0 {
-			total, rev = resp.Count, resp.Header.Revision
-			if page.Revision == 0 {
-				page.Revision = rev
-			}
-		}
-		if remaining > 0 {
-			remaining -= int64(len(resp.Kvs))
-		}
-		done := !resp.More || (r.Limit > 0 && remaining <= 0)
-		if done {
-			more = resp.More
-			return stream.Send(&pb.RangeStreamResponse{RangeResponse: &pb.RangeResponse{
-				Header: s.header(rev), Kvs: resp.Kvs, More: more, Count: total,
-			}})
-		}
-		if err := stream.Send(&pb.RangeStreamResponse{RangeResponse: &pb.RangeResponse{Kvs: resp.Kvs}}); err != nil {
-			return err
-		}
-		last := resp.Kvs[len(resp.Kvs)-1].Key
-		page.Key = append(append([]byte(nil), last...), 0)
-		if len(page.RangeEnd) == 0 {
-			return nil // single key: cannot happen with More set
-		}
+	last, err := s.store.RangeStream(stream.Context(), r, rangeStreamChunk, func(kvs []*mvccpb.KeyValue) error {
+		return stream.Send(&pb.RangeStreamResponse{RangeResponse: &pb.RangeResponse{Kvs: kvs}})
+	})
+	if err != nil {
+		return toGRPC(err)
 	}
+	last.Header = s.fill(last.Header)
+	return stream.Send(&pb.RangeStreamResponse{RangeResponse: last})
 }
 
 // Put serves KV.Put.

@@ -139,6 +139,7 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 		if w.rev != g.startRev {
 			_ = batch.Set(metaRev, putInt64(w.rev), nil)
 		}
+		s.commitSeq.Add(1) // odd: readers must not pair s.rev with a snapshot now
 		if !batch.Empty() {
 			opts := pebble.Sync
 			if s.opts.NoSync {
@@ -148,6 +149,7 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 				err = fmt.Errorf("%w: commit: %v", ErrFailed, err)
 				s.failed.Store(&err)
 				s.log.Error("commit failed; refusing further writes", "err", err)
+				s.commitSeq.Add(1)
 				for _, req := range reqs {
 					req.resp, req.err = nil, err
 					close(req.done)
@@ -158,6 +160,7 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 		// The batch is durable and visible: publish its revision, then its
 		// events (watchers never see a revision a reader could not read).
 		s.rev.Store(w.rev)
+		s.commitSeq.Add(1) // even: s.rev matches what snapshots see
 		s.hub.notify(w.rev, g.events)
 		for _, f := range w.afterCommit {
 			f()

@@ -12,9 +12,19 @@ import (
 )
 
 // readView opens a pebble snapshot and returns it with the revision it holds.
-// The revision is read from the snapshot itself, so the pair is exact even
-// while the committer publishes new groups.
+// Fast path: a seqlock on commitSeq (odd while a group is being committed
+// and published) proves no commit happened between loading the revision and
+// taking the snapshot. Otherwise the revision is read from the snapshot
+// itself (m/rev), so the pair is exact either way.
 func (s *Store) readView() (*pebble.Snapshot, int64, error) {
+	if seq := s.commitSeq.Load(); seq&1 == 0 {
+		rev := s.rev.Load()
+		snap := s.db.NewSnapshot()
+		if s.commitSeq.Load() == seq {
+			return snap, rev, nil
+		}
+		snap.Close()
+	}
 	snap := s.db.NewSnapshot()
 	rev, err := s.getInt(snap, metaRev)
 	if err != nil {

@@ -68,6 +68,9 @@ type Store struct {
 	rev atomic.Int64
 	// compacted is the compacted revision; history below it is gone.
 	compacted atomic.Int64
+	// commitSeq is odd while a batch that changes m/rev is being committed
+	// and its revision published (a seqlock for readView).
+	commitSeq atomic.Int64
 
 	queue   chan *writeRequest
 	stopc   chan struct{}

@@ -1,0 +1,64 @@
+package mvcc
+
+import (
+	"context"
+	"fmt"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// RangeStream serves a range in chunks: send receives consecutive, disjoint
+// slices of at most chunk key-values, all read in one pass over one snapshot
+// at one revision. The returned response carries what Range would return
+// besides the key-values: header revision, count and more. Sorting and
+// revision filters are not supported here (callers use Range for them).
+func (s *Store) RangeStream(ctx context.Context, req *pb.RangeRequest, chunk int, send func([]*mvccpb.KeyValue) error) (*pb.RangeResponse, error) {
+	snap, cur, err := s.readView()
+	if err != nil {
+		return nil, err
+	}
+	defer snap.Close()
+	rev, err := s.checkRev(req.Revision, cur)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		buf   []*mvccpb.KeyValue
+		count int64
+		sent  int64
+	)
+	emit := func(k, v []byte) error {
+		count++
+		if req.Limit > 0 && sent+int64(len(buf)) >= req.Limit {
+			return nil // past the limit: only counted
+		}
+		typ, kv, err := decodeRecord(append([]byte(nil), k...), v, req.KeysOnly)
+		if err != nil || typ != recordPut {
+			return fmt.Errorf("decode %q: %w", k, errBadRecord)
+		}
+		buf = append(buf, kv)
+		if len(buf) >= chunk {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if err := send(buf); err != nil {
+				return err
+			}
+			sent += int64(len(buf))
+			buf = nil
+		}
+		return nil
+	}
+	if rev == cur {
+		err = scanLive(snap, req.Key, req.RangeEnd, emit)
+	} else {
+		err = scanHistory(snap, req.Key, req.RangeEnd, rev, emit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: cur}, Count: count, Kvs: buf}
+	resp.More = count > sent+int64(len(buf))
+	return resp, nil
+}
