@@ -164,13 +164,13 @@ build_group() {
     kine)
       # kine's own scripts/build: CGO (mattn/go-sqlite3) with these tags and SQLite options.
       apt_ensure gcc libc6-dev
-      local cflags="-DSQLITE_DEFAULT_MEMSTATUS=0 -DSQLITE_DISABLE_INTRINSIC -DSQLITE_ENABLE_COLUMN_METADATA
+      local cflags=(-DSQLITE_DEFAULT_MEMSTATUS=0 -DSQLITE_DISABLE_INTRINSIC -DSQLITE_ENABLE_COLUMN_METADATA
         -DSQLITE_ENABLE_DBPAGE_VTAB -DSQLITE_ENABLE_DBSTAT_VTAB -DSQLITE_ENABLE_MATH_FUNCTIONS
         -DSQLITE_ENABLE_MEMORY_MANAGEMENT -DSQLITE_ENABLE_OFFSET_SQL_FUNC -DSQLITE_ENABLE_PREUPDATE_HOOK
         -DSQLITE_ENABLE_RBU -DSQLITE_ENABLE_RTREE -DSQLITE_ENABLE_SESSION -DSQLITE_ENABLE_SNAPSHOT
         -DSQLITE_ENABLE_STAT4 -DSQLITE_ENABLE_UNLOCK_NOTIFY -DSQLITE_LIKE_DOESNT_MATCH_BLOBS
-        -DSQLITE_THREADSAFE=1 -DSQLITE_WITHOUT_ZONEMALLOC"
-      CGO_ENABLED=1 CGO_CFLAGS="$(echo $cflags)" goinstall "$tmp" \
+        -DSQLITE_THREADSAFE=1 -DSQLITE_WITHOUT_ZONEMALLOC)
+      CGO_ENABLED=1 CGO_CFLAGS="${cflags[*]}" goinstall "$tmp" \
         -tags nats,sqlite_unlock_notify,sqlite_vtable,sqlite_stat4,sqlite_preupdate_hook,sqlite_math_functions,sqlite_dbstat,sqlite_column_metadata \
         -ldflags "-s -w -X github.com/k3s-io/kine/pkg/version.Version=$KINE_VERSION -X github.com/k3s-io/kine/pkg/version.GitCommit=module-proxy" \
         "github.com/k3s-io/kine@$KINE_VERSION"

@@ -53,8 +53,10 @@ command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || die "no Go toolchain; install Go 1.26 at /usr/local/go"
 if ! command -v jq >/dev/null; then
   log "installing jq"
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 &&
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >&2 || die "apt-get install jq failed; install jq by hand"
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >&2; }; then
+    die "apt-get install jq failed; install jq by hand"
+  fi
 fi
 
 CACHE=${QK_CACHE:-$REPO_ROOT/.cache}
@@ -166,7 +168,7 @@ for p in "${pkgs[@]}"; do
   fi
 done
 if [[ -n $bench_re ]]; then
-  cat "$results"/*.json | jq -r 'select(.Action == "output") | .Output' |
+  cat "$results"/*.json | jq -j 'select(.Action == "output") | .Output' |
     grep -E '^Benchmark.*[0-9]+ ns/op' | sed 's/[[:space:]]*$//' | tee "$results/bench.txt" || true
 fi
 # One line per test and subtest (ACTION, package, name), comparable with the committed etcd baseline.

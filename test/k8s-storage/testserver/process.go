@@ -54,6 +54,13 @@ func startServer(t testing.TB, srv server, cfg *embed.Config) *process {
 			if perr := assignFreePorts(cfg); perr != nil {
 				t.Fatal(perr)
 			}
+			// A fresh data dir: a half-initialised one could pin the old URLs.
+			if perr := os.RemoveAll(cfg.Dir); perr != nil {
+				t.Fatal(perr)
+			}
+			if perr := os.MkdirAll(cfg.Dir, 0o700); perr != nil {
+				t.Fatal(perr)
+			}
 			continue
 		}
 		t.Fatalf("%s did not become ready: %v\n%s log (%s):\n%s", srv.kind, err, srv.kind, p.logPath, log)
@@ -97,7 +104,12 @@ func (p *process) waitReady(cfg *embed.Config) error {
 		default:
 		}
 		if lastErr = status(endpoint); lastErr == nil {
-			return nil
+			select {
+			case <-p.exited: // someone else answered on our port
+				return fmt.Errorf("process exited before it was ready: %v", p.waitErr)
+			default:
+				return nil
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
