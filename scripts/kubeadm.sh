@@ -13,7 +13,8 @@
 #   scripts/kubeadm.sh build              only build binaries, images and the node template (cached)
 #   scripts/kubeadm.sh status             nodes of the running cluster and how to reach it
 #   scripts/kubeadm.sh move               the datastore moved onto quantykube store and back, with faults (test/move)
-#   scripts/kubeadm.sh node|e2e|demo      scenarios of later issues (not yet: they exit 2)
+#   scripts/kubeadm.sh node               a node's runtime moved onto quantykube runtime and back, with faults (test/noderuntime)
+#   scripts/kubeadm.sh e2e|demo           scenarios of the operator issue (not yet: they exit 2)
 #
 # Parameters are environment variables (see scripts/kubeadm/lib/common.sh):
 # QK_CLUSTER, QK_BRIDGE, QK_NODE_NET, QK_POD_NET, QK_CONTROL_PLANES, QK_WORKERS,
@@ -21,7 +22,7 @@
 set -euo pipefail
 
 lib=$(cd "$(dirname "${BASH_SOURCE[0]}")/kubeadm/lib" && pwd)
-for f in common host net template node artifacts cluster down smoke load scenarios selftest move; do
+for f in common host net template node artifacts cluster down smoke load scenarios selftest move noderuntime; do
 	# shellcheck source=/dev/null
 	source "$lib/$f.sh"
 done
@@ -59,7 +60,8 @@ main() {
 		rm -rf "$QK_STATE" ;;
 	status) cmd_status ;;
 	move) cmd_move ;;
-	node | e2e | demo) cmd_scenario "$cmd" ;;
+	node) cmd_node ;;
+	e2e | demo) cmd_scenario "$cmd" ;;
 	-h | --help | help) usage ;;
 	"") usage >&2; exit 2 ;;
 	*) die "unknown subcommand '$cmd'; run 'scripts/kubeadm.sh help'" ;;

@@ -8,8 +8,9 @@
 #   3. real kubeadm clusters of systemd-nspawn nodes (scripts/kubeadm.sh): up, smoke, down, and the
 #      host compared with a snapshot taken before; also up twice in a row, and down after a kill -9
 #      of up halfway (test/kubeadm/down_test.sh plain|twice|crash)
-#   4. the datastore move on a real cluster: install store, undo store, a failure and a kill -9 at
-#      every step (scripts/kubeadm.sh move, test/move)
+#   4. the moves on a real cluster: install store / undo store (scripts/kubeadm.sh move, test/move)
+#      and install runtime / undo runtime on the worker and the control plane (scripts/kubeadm.sh
+#      node, test/noderuntime), each with a failure and a kill -9 at every step, and bad input
 #   5. the runtime: critest v1.37.0 fully offline (scripts/critest.sh), kill -9 and restart of the
 #      runtime with containers running (scripts/critest/restart.sh), a real kubelet on it
 #      (scripts/critest/kubelet.sh)
@@ -49,10 +50,11 @@ if want 3; then
   bash test/kubeadm/down_test.sh crash
 fi
 if want 4; then
-  stage "4. install store / undo store on a real cluster, with faults"
+  stage "4. install/undo store and install/undo runtime on a real cluster, with faults"
   trap 'scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
   scripts/kubeadm.sh up --workers 1
   scripts/kubeadm.sh move
+  scripts/kubeadm.sh node
   scripts/kubeadm.sh down
   trap - EXIT
 fi

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/quantyroot/quantykube/internal/install/runtimemove"
 	"github.com/quantyroot/quantykube/internal/install/storemove"
 )
 
@@ -12,6 +13,7 @@ func newInstallCommand() *cobra.Command {
 		Short: "Move this node onto QuantyKube (root; every step journaled, put back on failure)",
 	}
 	cmd.AddCommand(newStoreMoveCommand("store", false))
+	cmd.AddCommand(newRuntimeMoveCommand("runtime", false))
 	return cmd
 }
 
@@ -21,6 +23,7 @@ func newUndoCommand() *cobra.Command {
 		Short: "Move this node back to what it ran before QuantyKube",
 	}
 	cmd.AddCommand(newStoreMoveCommand("store", true))
+	cmd.AddCommand(newRuntimeMoveCommand("runtime", true))
 	return cmd
 }
 
@@ -56,6 +59,44 @@ func newStoreMoveCommand(use string, undo bool) *cobra.Command {
 	f.StringVar(&p.DataDir, "data-dir", p.DataDir, "the store's data directory")
 	f.StringVar(&p.Binary, "binary", p.Binary, "where the store's binary is installed for its systemd unit")
 	f.StringVar(&name, "name", "", "the store's member name (default: the host name)")
+	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	return cmd
+}
+
+func newRuntimeMoveCommand(use string, undo bool) *cobra.Command {
+	p := runtimemove.DefaultPaths()
+	var dryRun bool
+	var logLevel, name string
+	short := "Move the kubelet of this drained kubeadm node from its container runtime onto quantykube runtime"
+	if undo {
+		short = "Move the kubelet of this node back from quantykube runtime onto the runtime it ran on before"
+	}
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			m := &runtimemove.Mover{Paths: p, Log: log, Out: cmd.OutOrStdout(), NodeName: name}
+			if undo {
+				return m.Undo(cmd.Context(), dryRun)
+			}
+			return m.Install(cmd.Context(), dryRun)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "print the plan with each step's expected impact (pods that restart) and change nothing")
+	f.StringVar(&p.KubeletConfig, "kubelet-config", p.KubeletConfig, "the kubelet's KubeletConfiguration file")
+	f.StringVar(&p.KubeletFlags, "kubelet-flags", p.KubeletFlags, "kubeadm's kubelet flags file")
+	f.StringVar(&p.KubeletConf, "kubelet-kubeconfig", p.KubeletConf, "the kubelet's kubeconfig (the node's own API credentials)")
+	f.StringVar(&p.StateDir, "state-dir", p.StateDir, "where the journal and the kubelet's original files are kept")
+	f.StringVar(&p.Binary, "binary", p.Binary, "the quantykube binary the quantykube-runtime unit runs")
+	f.StringVar(&p.RuntimeConfig, "runtime-config", p.RuntimeConfig, "quantykube runtime's configuration (TOML; defaults apply when absent)")
+	f.StringVar(&p.ImageArchives, "image-archives", "", "a directory of docker-archive tarballs to import before copying images from the old runtime")
+	f.StringVar(&name, "node-name", "", "the node's name in the API (default: the host name)")
 	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	return cmd
 }

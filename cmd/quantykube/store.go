@@ -44,6 +44,7 @@ pebble underneath, every write fsynced before it is acknowledged. Flags are name
 	f.IntVar(&cfg.MaxTxnOps, "max-txn-ops", 128, "most operations in one txn branch")
 	f.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", 0, "reported backend quota in bytes (0: none; pebble needs no defragmentation)")
 	f.Int64Var(&cfg.CacheBytes, "cache-bytes", 64<<20, "block cache size in bytes")
+	f.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve Go's profiler under /debug/pprof on the metrics URLs")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd
 }

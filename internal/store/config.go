@@ -29,6 +29,8 @@ type Config struct {
 	MaxTxnOps           int
 	QuotaBackendBytes   int64
 	CacheBytes          int64
+	// EnablePprof serves /debug/pprof on the metrics listeners (etcd's --enable-pprof).
+	EnablePprof bool
 }
 
 // DefaultClientURL is where the store listens unless told otherwise: beside

@@ -106,6 +106,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	mux := http.NewServeMux()
 	metrics.register(mux)
+	if cfg.EnablePprof {
+		registerPprof(mux)
+	}
 	var httpServers []*http.Server
 	for _, l := range metricsLns {
 		hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}

@@ -4,7 +4,6 @@
 
 cmd_scenario() {
 	case $1 in
-	node) echo "node: not yet. It will move one node's container runtime from containerd to 'quantykube runtime' and back (install-runtime issue), with its pods running again after each step." ;;
 	e2e) echo "e2e: not yet. It will deploy the QuantyKube operator (deploy/quantykube.yaml, image $QK_QUANTYKUBE_IMAGE) and drive both moves through it end to end (operator issue)." ;;
 	demo) echo "demo: not yet. It will run 'up' then 'e2e' with readable output (operator issue)." ;;
 	esac >&2

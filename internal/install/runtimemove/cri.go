@@ -1,0 +1,125 @@
+package runtimemove
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// criClient is a CRI v1 connection to one runtime's socket.
+type criClient struct {
+	endpoint string
+	conn     *grpc.ClientConn
+	rt       runtimeapi.RuntimeServiceClient
+	im       runtimeapi.ImageServiceClient
+}
+
+func dialCRI(endpoint string) (*criClient, error) {
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dial CRI %s: %w", endpoint, err)
+	}
+	return &criClient{endpoint: endpoint, conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn), im: runtimeapi.NewImageServiceClient(conn)}, nil
+}
+
+func (c *criClient) Close() { c.conn.Close() }
+
+// version asks the runtime its name, within 5 s.
+func (c *criClient) version(ctx context.Context) (string, error) {
+	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := c.rt.Version(vctx, &runtimeapi.VersionRequest{})
+	if err != nil {
+		return "", fmt.Errorf("CRI runtime at %s does not answer: %w", c.endpoint, err)
+	}
+	return v.RuntimeName, nil
+}
+
+// runtimeName dials endpoint and returns the runtime's name.
+func runtimeName(ctx context.Context, endpoint string) (string, error) {
+	c, err := dialCRI(endpoint)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return c.version(ctx)
+}
+
+// stopTimeout is each container's grace period, in seconds: the node is
+// drained, so only static and DaemonSet pods are stopped, and they restart.
+const stopTimeout = 10
+
+// gracePeriod is the pod's terminationGracePeriodSeconds as the kubelet
+// recorded it on the container, at most stopTimeout.
+func gracePeriod(ct *runtimeapi.Container) int64 {
+	v, err := strconv.ParseInt(ct.Annotations["io.kubernetes.pod.terminationGracePeriod"], 10, 64)
+	if err != nil || v < 0 || v > stopTimeout {
+		return stopTimeout
+	}
+	return v
+}
+
+// removeAllPods stops and removes every container and pod sandbox of the
+// runtime at endpoint (they hold host ports and node resources). Nothing
+// else of that runtime is touched: its images and root dir stay.
+func removeAllPods(ctx context.Context, endpoint string) (int, error) {
+	c, err := dialCRI(endpoint)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if _, err := c.version(ctx); err != nil {
+		return 0, err
+	}
+	cs, err := c.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("list containers of %s: %w", endpoint, err)
+	}
+	// Containers stop in parallel: each may take its whole grace period.
+	errs := make(chan error, len(cs.Containers))
+	for _, ct := range cs.Containers {
+		go func() {
+			if _, err := c.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ct.Id, Timeout: gracePeriod(ct)}); err != nil {
+				errs <- fmt.Errorf("stop container %s on %s: %w", ct.Id, endpoint, err)
+				return
+			}
+			if _, err := c.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: ct.Id}); err != nil {
+				errs <- fmt.Errorf("remove container %s on %s: %w", ct.Id, endpoint, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range cs.Containers {
+		if err := <-errs; err != nil {
+			return 0, err
+		}
+	}
+	ps, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("list pods of %s: %w", endpoint, err)
+	}
+	for _, p := range ps.Items {
+		if _, err := c.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+			return 0, fmt.Errorf("stop pod %s/%s on %s: %w", p.Metadata.GetNamespace(), p.Metadata.GetName(), endpoint, err)
+		}
+		if _, err := c.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+			return 0, fmt.Errorf("remove pod %s/%s on %s: %w", p.Metadata.GetNamespace(), p.Metadata.GetName(), endpoint, err)
+		}
+	}
+	return len(ps.Items), nil
+}
+
+// hasImage reports whether the runtime at c holds ref.
+func (c *criClient) hasImage(ctx context.Context, ref string) (bool, error) {
+	r, err := c.im.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: ref}})
+	if err != nil {
+		return false, fmt.Errorf("image status of %s: %w", ref, err)
+	}
+	return r.Image != nil, nil
+}

@@ -1,0 +1,392 @@
+package runtimemove
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/quantyroot/quantykube/internal/install"
+	"github.com/quantyroot/quantykube/internal/install/staticpod"
+	"github.com/quantyroot/quantykube/internal/install/systemd"
+	rtcli "github.com/quantyroot/quantykube/internal/runtime/cli"
+)
+
+var metaGet = metav1.GetOptions{}
+
+// Mover runs install runtime and undo runtime on this node.
+type Mover struct {
+	Paths Paths
+	Log   *slog.Logger
+	Out   io.Writer
+	// NodeName is the node's name in the API (default: the host name).
+	NodeName string
+	// ReadyTimeout bounds the wait for the node after the kubelet starts.
+	ReadyTimeout time.Duration
+
+	meta         *meta
+	cs           *kubernetes.Clientset
+	kubeletStop  time.Time
+	NotReadyTime time.Duration
+}
+
+func (m *Mover) defaults() {
+	if m.ReadyTimeout == 0 {
+		m.ReadyTimeout = 4 * time.Minute
+	}
+	if m.NodeName == "" {
+		m.NodeName, _ = m.Paths.nodeName()
+	}
+}
+
+func (m *Mover) runner() (*install.Runner, error) {
+	j, err := install.OpenJournal(m.Paths.journal())
+	if err != nil {
+		return nil, err
+	}
+	return &install.Runner{Journal: j, Log: m.Log, Out: m.Out}, nil
+}
+
+func (m *Mover) client() (*kubernetes.Clientset, error) {
+	if m.cs == nil {
+		cs, err := m.Paths.apiClient()
+		if err != nil {
+			return nil, err
+		}
+		m.cs = cs
+	}
+	return m.cs, nil
+}
+
+// Install moves the kubelet onto quantykube runtime. With dryRun it prints
+// the plan and changes nothing.
+func (m *Mover) Install(ctx context.Context, dryRun bool) error {
+	m.defaults()
+	if dryRun {
+		mt, err := m.Paths.preflight(ctx, m.NodeName)
+		if err != nil {
+			fmt.Fprintf(m.Out, "preflight: %v\n", err)
+		} else {
+			m.meta = mt
+			fmt.Fprintf(m.Out, "preflight: ok (node %s on %s at %s, cgroup driver %s)\n", mt.Node, mt.OldRuntime, mt.OldEndpoint, mt.CgroupDriver)
+		}
+		(&install.Runner{Log: m.Log}).DryRun(m.Out, m.installPlan())
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("install runtime must run as root on the node (try sudo)")
+	}
+	r, err := m.runner()
+	if err != nil {
+		return err
+	}
+	st, err := r.Journal.State()
+	if err != nil {
+		return err
+	}
+	interrupted := st.Op != "" && st.Finished == ""
+	if !interrupted && st.Installed {
+		fmt.Fprintln(m.Out, "the runtime is already installed; nothing to do")
+		return nil
+	}
+	if install.Busy(m.Paths.lockFile()) {
+		return fmt.Errorf("%w; wait for it to finish", install.ErrBusy)
+	}
+	if !interrupted {
+		// Bad input is refused before anything is written, the lock included.
+		if m.meta, err = m.Paths.preflight(ctx, m.NodeName); err != nil {
+			return err
+		}
+		if err := systemd.Available(ctx); err != nil {
+			return err
+		}
+	}
+	release, err := install.Lock(m.Paths.lockFile())
+	if err != nil {
+		return err
+	}
+	defer release()
+	if interrupted {
+		if m.meta, err = m.Paths.readMeta(); err != nil {
+			return err
+		}
+		plan := m.installPlan()
+		if st.Op == "undo" {
+			plan = m.undoPlan()
+		}
+		how, err := r.Recover(ctx, plan)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(m.Out, "the interrupted %s was %s\n", st.Op, how)
+		if st, _ = r.Journal.State(); st.Installed {
+			return nil
+		}
+		if m.meta, err = m.Paths.preflight(ctx, m.NodeName); err != nil {
+			return err
+		}
+	}
+	// A fresh install: the saved originals of an earlier install are stale.
+	if err := os.RemoveAll(m.Paths.savedDir()); err != nil {
+		return fmt.Errorf("clear %s: %w", m.Paths.savedDir(), err)
+	}
+	if err := m.Paths.writeMeta(m.meta); err != nil {
+		return err
+	}
+	if err := r.Run(ctx, m.installPlan()); err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Out, "installed: node %s runs on quantykube runtime (%s); NotReady for %v; %s's state is untouched\n",
+		m.meta.Node, m.meta.NewEndpoint, m.NotReadyTime.Round(time.Millisecond), m.meta.OldRuntime)
+	return nil
+}
+
+func (m *Mover) installPlan() *install.Plan {
+	restart := "no pods"
+	old := "the old runtime"
+	if m.meta != nil {
+		if len(m.meta.Restart) > 0 {
+			restart = strings.Join(m.meta.Restart, ", ")
+		}
+		old = m.meta.OldRuntime
+	}
+	return &install.Plan{Op: "install", Steps: []install.Step{
+		{Name: "start-runtime", Impact: "none: the quantykube-runtime unit starts beside " + old,
+			Do: m.startRuntimeDo, Undo: m.removeRuntime},
+		{Name: "prepull", Impact: "none: the images of the static and DaemonSet pods are copied into quantykube runtime",
+			Do: m.prepullDo},
+		{Name: "stop-kubelet", Impact: "the kubelet stops: the node goes NotReady after its grace period; pods keep running",
+			Do: m.stopKubelet, Undo: m.startKubeletOld},
+		{Name: "remove-old-pods", Impact: "pods stop: " + restart + " (they restart on quantykube runtime)",
+			Do: m.removeOldPodsDo},
+		{Name: "switch-kubelet", Impact: "none while the kubelet is stopped: its runtime endpoint (and cgroup driver) point at quantykube runtime; originals kept",
+			Do: m.switchDo, Undo: m.restoreKubeletFiles},
+		{Name: "start-kubelet", Commit: true, Impact: "the kubelet starts on quantykube runtime: " + restart + " start again; done when the node is Ready",
+			Do: m.startKubeletNew, Undo: m.stopKubeletClearNew},
+	}}
+}
+
+func systemctl(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "systemctl", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("systemctl %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (m *Mover) runtimeUnit() systemd.Unit {
+	return systemd.Unit{Name: UnitName, Content: rtcli.SystemdUnit(m.Paths.Binary, m.Paths.RuntimeConfig)}
+}
+
+func (m *Mover) startRuntimeDo(ctx context.Context) error {
+	if err := systemd.Install(ctx, m.runtimeUnit()); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		name, err := runtimeName(ctx, m.meta.NewEndpoint)
+		if err == nil {
+			if name != RuntimeName {
+				return fmt.Errorf("%s answers as %q, not %s", m.meta.NewEndpoint, name, RuntimeName)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("quantykube runtime did not answer on %s within 30 s: %w (see journalctl -u %s)", m.meta.NewEndpoint, err, UnitName)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// removeRuntime stops, disables and removes the runtime's unit; the pods it
+// ran are removed first (its data stays for inspection).
+func (m *Mover) removeRuntime(ctx context.Context) error {
+	if systemd.Active(ctx, UnitName) {
+		if _, err := removeAllPods(ctx, m.meta.NewEndpoint); err != nil {
+			m.Log.Warn("remove quantykube runtime's pods", "err", err)
+		}
+	}
+	return systemd.Remove(ctx, UnitName)
+}
+
+func (m *Mover) prepullDo(ctx context.Context) error { return m.prepull(ctx, m.meta.Images) }
+
+func (m *Mover) stopKubelet(ctx context.Context) error {
+	m.kubeletStop = time.Now()
+	return systemctl(ctx, "stop", "kubelet.service")
+}
+
+// stopKubeletClearNew stops the kubelet and removes the pods it started on
+// quantykube runtime (they hold host ports the old runtime's pods need).
+func (m *Mover) stopKubeletClearNew(ctx context.Context) error {
+	if err := m.stopKubelet(ctx); err != nil {
+		return err
+	}
+	if !systemd.Active(ctx, UnitName) {
+		return nil
+	}
+	_, err := removeAllPods(ctx, m.meta.NewEndpoint)
+	return err
+}
+
+func (m *Mover) removeOldPodsDo(ctx context.Context) error {
+	n, err := removeAllPods(ctx, m.meta.OldEndpoint)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Out, "  removed %d pods from %s\n", n, m.meta.OldRuntime)
+	return nil
+}
+
+// saveOriginals copies the kubelet's files into StateDir unless an earlier
+// (interrupted) attempt of this run already did: the first copy is the original.
+func (m *Mover) saveOriginals() error {
+	if _, err := os.Stat(m.Paths.savedConfig()); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(m.Paths.savedDir(), 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", m.Paths.savedDir(), err)
+	}
+	if b, err := os.ReadFile(m.Paths.KubeletFlags); err == nil {
+		if err := staticpod.WriteAtomic(m.Paths.savedFlags(), b, 0o600); err != nil {
+			return err
+		}
+	} else if errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(m.Paths.savedFlagsAbsent(), nil, 0o600); err != nil {
+			return err
+		}
+	} else {
+		return fmt.Errorf("read %s: %w", m.Paths.KubeletFlags, err)
+	}
+	b, err := os.ReadFile(m.Paths.KubeletConfig)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", m.Paths.KubeletConfig, err)
+	}
+	// config.yaml last: its copy marks the set complete.
+	return staticpod.WriteAtomic(m.Paths.savedConfig(), b, 0o600)
+}
+
+// switchDo rewrites the kubelet's files from the saved originals, so a rerun
+// computes the same bytes.
+func (m *Mover) switchDo(ctx context.Context) error {
+	if err := m.saveOriginals(); err != nil {
+		return err
+	}
+	saved := m.Paths
+	saved.KubeletConfig, saved.KubeletFlags = m.Paths.savedConfig(), m.Paths.savedFlags()
+	k, err := saved.readKubelet()
+	if err != nil {
+		return fmt.Errorf("the saved kubelet files: %w", err)
+	}
+	cfg, flags := k.switched(m.meta.NewEndpoint)
+	if err := staticpod.WriteAtomic(m.Paths.KubeletConfig, cfg, fileMode(m.Paths.KubeletConfig)); err != nil {
+		return err
+	}
+	if k.EndpointInFlags {
+		if err := staticpod.WriteAtomic(m.Paths.KubeletFlags, flags, fileMode(m.Paths.KubeletFlags)); err != nil {
+			return err
+		}
+	}
+	if m.meta.Annotation != nil {
+		cs, err := m.client()
+		if err != nil {
+			return err
+		}
+		if err := setCRISocketAnnotation(ctx, cs, m.meta.Node, m.meta.NewEndpoint); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreKubeletFiles writes the saved originals back byte for byte and the
+// node's annotation back.
+func (m *Mover) restoreKubeletFiles(ctx context.Context) error {
+	cfg, err := os.ReadFile(m.Paths.savedConfig())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // never saved, so never changed
+	}
+	if err != nil {
+		return fmt.Errorf("read the saved kubelet config: %w", err)
+	}
+	if flags, err := os.ReadFile(m.Paths.savedFlags()); err == nil {
+		if err := staticpod.WriteAtomic(m.Paths.KubeletFlags, flags, fileMode(m.Paths.KubeletFlags)); err != nil {
+			return err
+		}
+	} else if _, err := os.Stat(m.Paths.savedFlagsAbsent()); err == nil {
+		if err := os.Remove(m.Paths.KubeletFlags); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", m.Paths.KubeletFlags, err)
+		}
+	}
+	if err := staticpod.WriteAtomic(m.Paths.KubeletConfig, cfg, fileMode(m.Paths.KubeletConfig)); err != nil {
+		return err
+	}
+	if m.meta.Annotation != nil {
+		cs, err := m.client()
+		if err != nil {
+			return err
+		}
+		// The API server may be down on a control-plane node until the kubelet is back.
+		return retryFor(ctx, 3*time.Minute, func() error { return setCRISocketAnnotation(ctx, cs, m.meta.Node, *m.meta.Annotation) })
+	}
+	return nil
+}
+
+func fileMode(path string) os.FileMode {
+	if st, err := os.Stat(path); err == nil {
+		return st.Mode().Perm()
+	}
+	return 0o644
+}
+
+// startKubeletOld starts the kubelet on the files now in place (the
+// originals, in a rollback) and waits for the node on the old runtime.
+func (m *Mover) startKubeletOld(ctx context.Context) error {
+	return m.startKubelet(ctx, m.meta.OldRuntime)
+}
+
+func (m *Mover) startKubeletNew(ctx context.Context) error {
+	return m.startKubelet(ctx, RuntimeName)
+}
+
+func (m *Mover) startKubelet(ctx context.Context, runtime string) error {
+	started := time.Now()
+	if err := systemctl(ctx, "restart", "kubelet.service"); err != nil {
+		return err
+	}
+	cs, err := m.client()
+	if err != nil {
+		return err
+	}
+	if err := waitReadyOn(ctx, cs, m.meta.Node, runtime, started, m.ReadyTimeout); err != nil {
+		return err
+	}
+	if !m.kubeletStop.IsZero() {
+		m.NotReadyTime = time.Since(m.kubeletStop)
+		fmt.Fprintf(m.Out, "  node Ready on %s %v after the kubelet stopped\n", runtime, m.NotReadyTime.Round(time.Millisecond))
+	}
+	return nil
+}
+
+func retryFor(ctx context.Context, d time.Duration, f func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}

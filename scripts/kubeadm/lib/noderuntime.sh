@@ -1,0 +1,26 @@
+# shellcheck shell=bash
+# noderuntime.sh: `node` moves nodes of the running cluster from containerd
+# onto 'quantykube runtime' and back, through the same host commands a person
+# runs (quantykube install|undo runtime), and checks what the install-runtime
+# issue promises: test/noderuntime (Go tests with client-go) drains the
+# worker, installs, uncordons, runs a Deployment and a DaemonSet there with
+# exec, logs and port-forward, undoes; then the control-plane node with its
+# static pods; then a failure and a kill -9 at every step on the worker; then
+# bad input.
+#
+# QK_NODE_RUN selects tests (default: all of test/noderuntime). A cluster
+# with at least one worker must be up (scripts/kubeadm.sh up --workers 1).
+
+cmd_node() {
+	[[ -f $QK_STATE/kubeconfig ]] || die "no cluster: run 'scripts/kubeadm.sh up --workers 1' first"
+	local cp=$QK_CLUSTER-cp1 w=$QK_CLUSTER-w1 bin=$QK_CACHE/kubeadm/tools/quantykube
+	[[ -d $(node_dir "$cp") ]] || die "no control-plane node $cp in $QK_STATE"
+	[[ -d $(node_dir "$w") ]] || die "no worker $w in $QK_STATE: run 'scripts/kubeadm.sh up --workers 1'"
+	(cd "$QK_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./cmd/quantykube && mv "$bin.tmp" "$bin") || die "go build ./cmd/quantykube failed"
+	log "node: install runtime and undo runtime on $w and $cp, then faults at every step and bad input (go test ./test/noderuntime)"
+	# The test reaches the nodes through scripts/kubeadm.sh exec: it needs this cluster's parameters.
+	export QK_CLUSTER QK_BRIDGE QK_NODE_NET QK_POD_NET QK_CHAIN QK_STATE QK_CACHE
+	(cd "$QK_ROOT" && QK_NR_KUBECONFIG=$QK_STATE/kubeconfig QK_NR_WORKER=$w QK_NR_CP=$cp QK_NR_REQUIRED=true \
+		QK_NR_BIN=$bin QK_WORKLOAD_IMAGE=$QK_WORKLOAD_IMAGE \
+		go test -count=1 -v -timeout 60m -run "${QK_NODE_RUN:-.}" ./test/noderuntime/)
+}
