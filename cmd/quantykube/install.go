@@ -1,7 +1,12 @@
 package main
 
 import (
+	"context"
+	"io"
+	"log/slog"
+
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/quantyroot/quantykube/internal/install/runtimemove"
 	"github.com/quantyroot/quantykube/internal/install/storemove"
@@ -12,8 +17,7 @@ func newInstallCommand() *cobra.Command {
 		Use:   "install",
 		Short: "Move this node onto QuantyKube (root; every step journaled, put back on failure)",
 	}
-	cmd.AddCommand(newStoreMoveCommand("store", false))
-	cmd.AddCommand(newRuntimeMoveCommand("runtime", false))
+	cmd.AddCommand(newStoreMoveCommand(false), newRuntimeMoveCommand(false))
 	return cmd
 }
 
@@ -22,81 +26,81 @@ func newUndoCommand() *cobra.Command {
 		Use:   "undo",
 		Short: "Move this node back to what it ran before QuantyKube",
 	}
-	cmd.AddCommand(newStoreMoveCommand("store", true))
-	cmd.AddCommand(newRuntimeMoveCommand("runtime", true))
+	cmd.AddCommand(newStoreMoveCommand(true), newRuntimeMoveCommand(true))
 	return cmd
 }
 
-func newStoreMoveCommand(use string, undo bool) *cobra.Command {
-	p := storemove.DefaultPaths()
+// mover installs or undoes one subject on this host.
+type mover interface {
+	Install(ctx context.Context, dryRun bool) error
+	Undo(ctx context.Context, dryRun bool) error
+}
+
+// newMoveCommand builds `install SUBJECT` or `undo SUBJECT`: the flags every
+// subject has (--dry-run, --log-level), the subject's own (addFlags), and
+// the mover made once the flags are parsed.
+func newMoveCommand(use, short string, undo bool, addFlags func(*pflag.FlagSet), newMover func(*slog.Logger, io.Writer) mover) *cobra.Command {
 	var dryRun bool
-	var logLevel, name string
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			m := newMover(log, cmd.OutOrStdout())
+			if undo {
+				return m.Undo(cmd.Context(), dryRun)
+			}
+			return m.Install(cmd.Context(), dryRun)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&dryRun, "dry-run", false, "print the preflight verdict and the plan with each step's expected impact; change nothing")
+	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	addFlags(f)
+	return cmd
+}
+
+func newStoreMoveCommand(undo bool) *cobra.Command {
+	p := storemove.DefaultPaths()
+	var name string
 	short := "Move the API server of this kubeadm control-plane node from etcd onto quantykube store, keeping every revision"
 	if undo {
 		short = "Move the API server of this node back from quantykube store onto etcd"
 	}
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logLevel)
-			if err != nil {
-				return err
-			}
-			m := &storemove.Mover{Paths: p, Log: log, Out: cmd.OutOrStdout(), NodeName: name}
-			if undo {
-				return m.Undo(cmd.Context(), dryRun)
-			}
-			return m.Install(cmd.Context(), dryRun)
-		},
-	}
-	f := cmd.Flags()
-	f.BoolVar(&dryRun, "dry-run", false, "print the plan with each step's expected impact and change nothing")
-	f.StringVar(&p.Manifests, "manifests", p.Manifests, "kubelet's static pod manifest directory")
-	f.StringVar(&p.PKI, "pki", p.PKI, "kubeadm's PKI directory")
-	f.StringVar(&p.StateDir, "state-dir", p.StateDir, "where the journal and the saved manifests are kept")
-	f.StringVar(&p.DataDir, "data-dir", p.DataDir, "the store's data directory")
-	f.StringVar(&p.Binary, "binary", p.Binary, "where the store's binary is installed for its systemd unit")
-	f.StringVar(&name, "name", "", "the store's member name (default: the host name)")
-	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
-	return cmd
+	return newMoveCommand("store", short, undo, func(f *pflag.FlagSet) {
+		f.StringVar(&p.Manifests, "manifests", p.Manifests, "kubelet's static pod manifest directory")
+		f.StringVar(&p.PKI, "pki", p.PKI, "kubeadm's PKI directory")
+		f.StringVar(&p.StateDir, "state-dir", p.StateDir, "where the journal and the saved manifests are kept")
+		f.StringVar(&p.DataDir, "data-dir", p.DataDir, "the store's data directory")
+		f.StringVar(&p.Binary, "binary", p.Binary, "where the store's binary is installed for its systemd unit")
+		f.StringVar(&name, "name", "", "the store's member name (default: the host name)")
+	}, func(log *slog.Logger, out io.Writer) mover {
+		return &storemove.Mover{Paths: p, Log: log, Out: out, NodeName: name}
+	})
 }
 
-func newRuntimeMoveCommand(use string, undo bool) *cobra.Command {
+func newRuntimeMoveCommand(undo bool) *cobra.Command {
 	p := runtimemove.DefaultPaths()
-	var dryRun bool
-	var logLevel, name string
+	var name string
 	short := "Move the kubelet of this drained kubeadm node from its container runtime onto quantykube runtime"
 	if undo {
 		short = "Move the kubelet of this node back from quantykube runtime onto the runtime it ran on before"
 	}
-	cmd := &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := newLogger(logLevel)
-			if err != nil {
-				return err
-			}
-			m := &runtimemove.Mover{Paths: p, Log: log, Out: cmd.OutOrStdout(), NodeName: name}
-			if undo {
-				return m.Undo(cmd.Context(), dryRun)
-			}
-			return m.Install(cmd.Context(), dryRun)
-		},
-	}
-	f := cmd.Flags()
-	f.BoolVar(&dryRun, "dry-run", false, "print the plan with each step's expected impact (pods that restart) and change nothing")
-	f.StringVar(&p.KubeletConfig, "kubelet-config", p.KubeletConfig, "the kubelet's KubeletConfiguration file")
-	f.StringVar(&p.KubeletFlags, "kubelet-flags", p.KubeletFlags, "kubeadm's kubelet flags file")
-	f.StringVar(&p.KubeletConf, "kubelet-kubeconfig", p.KubeletConf, "the kubelet's kubeconfig (the node's own API credentials)")
-	f.StringVar(&p.StateDir, "state-dir", p.StateDir, "where the journal and the kubelet's original files are kept")
-	f.StringVar(&p.Binary, "binary", p.Binary, "the quantykube binary the quantykube-runtime unit runs")
-	f.StringVar(&p.RuntimeConfig, "runtime-config", p.RuntimeConfig, "quantykube runtime's configuration (TOML; defaults apply when absent)")
-	f.StringVar(&p.ImageArchives, "image-archives", "", "a directory of docker-archive tarballs to import before copying images from the old runtime")
-	f.StringVar(&name, "node-name", "", "the node's name in the API (default: the host name)")
-	f.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
-	return cmd
+	return newMoveCommand("runtime", short, undo, func(f *pflag.FlagSet) {
+		f.StringVar(&p.KubeletConfig, "kubelet-config", p.KubeletConfig, "the kubelet's KubeletConfiguration file")
+		f.StringVar(&p.KubeletFlags, "kubelet-flags", p.KubeletFlags, "kubeadm's kubelet flags file")
+		f.StringVar(&p.KubeletConf, "kubelet-kubeconfig", p.KubeletConf, "the kubelet's kubeconfig (the node's own API credentials)")
+		f.StringVar(&p.StateDir, "state-dir", p.StateDir, "where the journal and the kubelet's original files are kept")
+		f.StringVar(&p.Binary, "binary", p.Binary, "the quantykube binary the quantykube-runtime unit runs")
+		f.StringVar(&p.RuntimeConfig, "runtime-config", p.RuntimeConfig, "quantykube runtime's configuration (TOML; defaults apply when absent)")
+		f.StringVar(&p.ImageArchives, "image-archives", "", "a directory of docker-archive tarballs to import before copying images from the old runtime")
+		f.StringVar(&name, "node-name", "", "the node's name in the API (default: the host name)")
+	}, func(log *slog.Logger, out io.Writer) mover {
+		return &runtimemove.Mover{Paths: p, Log: log, Out: out, NodeName: name}
+	})
 }

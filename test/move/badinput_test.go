@@ -70,5 +70,6 @@ func TestBadInput(t *testing.T) {
 		}
 		c.serving(t)
 		c.mustNode(t, "quantykube", "undo", "store")
+		c.settle(t)
 	})
 }

@@ -40,6 +40,7 @@ func TestMoveFaults(t *testing.T) {
 		c.mustNode(t, "quantykube", "undo", "store")
 	}
 	c.serving(t)
+	defer c.settle(t)
 	for _, step := range installSteps {
 		t.Run("install/fail/"+step, func(t *testing.T) {
 			_, rev := c.etcdHashKV(t, 0)
@@ -124,4 +125,40 @@ func TestMoveFaults(t *testing.T) {
 			c.serving(t)
 		})
 	}
+}
+
+// settle undoes what many API-server restarts in a row do to the control
+// plane's other static pods: kube-controller-manager and kube-scheduler lose
+// leader election at every restart, exit, and kubelet's crash-loop back-off
+// grows to 5 minutes. A kubelet restart resets the back-off (pods keep
+// running); then both must be Ready again, so later tests find a whole
+// control plane.
+func (c *cluster) settle(t *testing.T) {
+	t.Helper()
+	c.mustNode(t, "systemctl", "restart", "kubelet")
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+		pod := name + "-" + c.nodeName(t)
+		waitFor(t, pod+" Ready", 3*time.Minute, func() bool {
+			p, err := c.cs.CoreV1().Pods("kube-system").Get(context.Background(), pod, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			for _, cd := range p.Status.Conditions {
+				if cd.Type == "Ready" {
+					return cd.Status == "True"
+				}
+			}
+			return false
+		})
+	}
+}
+
+// nodeName is the control-plane node's name in the API.
+func (c *cluster) nodeName(t *testing.T) string {
+	t.Helper()
+	nodes, err := c.cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "node-role.kubernetes.io/control-plane"})
+	if err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("no control-plane node: %v", err)
+	}
+	return nodes.Items[0].Name
 }

@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestWorkerAndBack: a worker with a Deployment and a DaemonSet is drained,
@@ -43,6 +46,7 @@ func TestWorkerAndBack(t *testing.T) {
 	pods := c.podsRunOn(t, "app=nr-web", w, "quantykube", 2)
 	c.podsRunOn(t, "app=nr-agent", w, "quantykube", 1)
 	c.streams(t, pods[0])
+	c.survivesRuntimeKill(t, w, "app=nr-web")
 	if after := c.containerdState(t, w); !strings.HasSuffix(before, after) {
 		t.Fatalf("install changed containerd's state:\nbefore %s\nafter  %s", before, after)
 	}
@@ -142,4 +146,53 @@ func (c *cluster) staticPodsOn(t *testing.T, runtime string) {
 		})
 	}
 	t.Logf("etcd, kube-apiserver, kube-controller-manager and kube-scheduler run on %s", runtime)
+}
+
+// survivesRuntimeKill kills the runtime's main process with SIGKILL (the
+// monitors and containers stay): systemd restarts it, it recovers its
+// state, the pods' containers are the same ones with no restart, the node
+// stays Ready, and exec, logs and port-forward still work.
+func (c *cluster) survivesRuntimeKill(t *testing.T, node, selector string) {
+	t.Helper()
+	before := c.containerIDs(t, selector, node)
+	pid := strings.TrimSpace(c.mustNode(t, node, "systemctl", "show", "-p", "MainPID", "--value", "quantykube-runtime"))
+	c.mustNode(t, node, "systemctl", "kill", "--kill-whom=main", "--signal=SIGKILL", "quantykube-runtime")
+	waitFor(t, "quantykube-runtime restarted by systemd", time.Minute, func() bool {
+		out, err := c.node(node, "systemctl", "show", "-p", "MainPID", "--value", "quantykube-runtime")
+		now := strings.TrimSpace(out)
+		return err == nil && now != "0" && now != pid && c.nodeOK(node, "systemctl", "is-active", "quantykube-runtime")
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		c.readyOn(t, node, "quantykube")
+		time.Sleep(2 * time.Second)
+	}
+	if after := c.containerIDs(t, selector, node); after != before {
+		t.Fatalf("containers changed across kill -9 of the runtime:\nbefore %s\nafter  %s", before, after)
+	}
+	pods := c.podsRunOn(t, selector, node, "quantykube", strings.Count(before, "/"))
+	c.streams(t, pods[0])
+	t.Logf("kill -9 of quantykube runtime (pid %s): containers kept running (%s), node stayed Ready", pid, before)
+}
+
+func (c *cluster) nodeOK(node string, args ...string) bool {
+	_, err := c.node(node, args...)
+	return err == nil
+}
+
+// containerIDs lists "pod/containerID:restarts" of the pods on node, sorted.
+func (c *cluster) containerIDs(t *testing.T, selector, node string) string {
+	t.Helper()
+	list, err := c.cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: selector, FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, p := range list.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			ids = append(ids, fmt.Sprintf("%s/%s:%d", p.Name, cs.ContainerID, cs.RestartCount))
+		}
+	}
+	sort.Strings(ids)
+	return strings.Join(ids, " ")
 }

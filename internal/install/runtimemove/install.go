@@ -47,14 +47,6 @@ func (m *Mover) defaults() {
 	}
 }
 
-func (m *Mover) runner() (*install.Runner, error) {
-	j, err := install.OpenJournal(m.Paths.journal())
-	if err != nil {
-		return nil, err
-	}
-	return &install.Runner{Journal: j, Log: m.Log, Out: m.Out}, nil
-}
-
 func (m *Mover) client() (*kubernetes.Clientset, error) {
 	if m.cs == nil {
 		cs, err := m.Paths.apiClient()
@@ -66,82 +58,73 @@ func (m *Mover) client() (*kubernetes.Clientset, error) {
 	return m.cs, nil
 }
 
+// subject wires the node's runtime into the shared install/undo flow.
+func (m *Mover) subject() *install.Subject {
+	j, _ := install.OpenJournal(m.Paths.journal())
+	return &install.Subject{
+		Name: "runtime", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out,
+		Plan: func(op string) *install.Plan {
+			if op == "undo" {
+				return m.undoPlan()
+			}
+			return m.installPlan()
+		},
+		Preflight: m.preflight,
+		Load: func() (err error) {
+			m.meta, err = m.Paths.readMeta()
+			return err
+		},
+		Prepare: m.prepare,
+	}
+}
+
+func (m *Mover) preflight(ctx context.Context, op string) error {
+	if op == "undo" {
+		var err error
+		if m.meta, err = m.Paths.readMeta(); err != nil {
+			return err
+		}
+		if _, err := os.Stat(m.Paths.savedConfig()); err != nil {
+			return fmt.Errorf("the original kubelet config %s is missing; cannot go back to %s safely", m.Paths.savedConfig(), m.meta.OldRuntime)
+		}
+		if _, err := runtimeName(ctx, m.meta.OldEndpoint); err != nil {
+			return fmt.Errorf("%v; start %s first (undo moves the node back onto it)", err, m.meta.OldRuntime)
+		}
+		return nil
+	}
+	mt, err := m.Paths.preflight(ctx, m.NodeName)
+	if err != nil {
+		return err
+	}
+	m.meta = mt
+	return systemd.Available(ctx)
+}
+
+// prepare records the facts of a fresh install; the saved originals of an
+// earlier install are stale.
+func (m *Mover) prepare(ctx context.Context, op string) error {
+	if op != "install" {
+		return nil
+	}
+	if err := os.RemoveAll(m.Paths.savedDir()); err != nil {
+		return fmt.Errorf("clear %s: %w", m.Paths.savedDir(), err)
+	}
+	return m.Paths.writeMeta(m.meta)
+}
+
 // Install moves the kubelet onto quantykube runtime. With dryRun it prints
 // the plan and changes nothing.
 func (m *Mover) Install(ctx context.Context, dryRun bool) error {
 	m.defaults()
 	if dryRun {
-		mt, err := m.Paths.preflight(ctx, m.NodeName)
-		if err != nil {
-			fmt.Fprintf(m.Out, "preflight: %v\n", err)
-		} else {
-			m.meta = mt
-			fmt.Fprintf(m.Out, "preflight: ok (node %s on %s at %s, cgroup driver %s)\n", mt.Node, mt.OldRuntime, mt.OldEndpoint, mt.CgroupDriver)
+		m.subject().DryRun(ctx, "install")
+		if m.meta != nil {
+			fmt.Fprintf(m.Out, "node %s on %s at %s, cgroup driver %s\n", m.meta.Node, m.meta.OldRuntime, m.meta.OldEndpoint, m.meta.CgroupDriver)
 		}
-		(&install.Runner{Log: m.Log}).DryRun(m.Out, m.installPlan())
 		return nil
 	}
-	if os.Geteuid() != 0 {
-		return errors.New("install runtime must run as root on the node (try sudo)")
-	}
-	r, err := m.runner()
-	if err != nil {
-		return err
-	}
-	st, err := r.Journal.State()
-	if err != nil {
-		return err
-	}
-	interrupted := st.Op != "" && st.Finished == ""
-	if !interrupted && st.Installed {
-		fmt.Fprintln(m.Out, "the runtime is already installed; nothing to do")
-		return nil
-	}
-	if install.Busy(m.Paths.lockFile()) {
-		return fmt.Errorf("%w; wait for it to finish", install.ErrBusy)
-	}
-	if !interrupted {
-		// Bad input is refused before anything is written, the lock included.
-		if m.meta, err = m.Paths.preflight(ctx, m.NodeName); err != nil {
-			return err
-		}
-		if err := systemd.Available(ctx); err != nil {
-			return err
-		}
-	}
-	release, err := install.Lock(m.Paths.lockFile())
-	if err != nil {
-		return err
-	}
-	defer release()
-	if interrupted {
-		if m.meta, err = m.Paths.readMeta(); err != nil {
-			return err
-		}
-		plan := m.installPlan()
-		if st.Op == "undo" {
-			plan = m.undoPlan()
-		}
-		how, err := r.Recover(ctx, plan)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(m.Out, "the interrupted %s was %s\n", st.Op, how)
-		if st, _ = r.Journal.State(); st.Installed {
-			return nil
-		}
-		if m.meta, err = m.Paths.preflight(ctx, m.NodeName); err != nil {
-			return err
-		}
-	}
-	// A fresh install: the saved originals of an earlier install are stale.
-	if err := os.RemoveAll(m.Paths.savedDir()); err != nil {
-		return fmt.Errorf("clear %s: %w", m.Paths.savedDir(), err)
-	}
-	if err := m.Paths.writeMeta(m.meta); err != nil {
-		return err
-	}
-	if err := r.Run(ctx, m.installPlan()); err != nil {
+	ran, err := m.subject().Execute(ctx, "install")
+	if err != nil || !ran {
 		return err
 	}
 	fmt.Fprintf(m.Out, "installed: node %s runs on quantykube runtime (%s); NotReady for %v; %s's state is untouched\n",

@@ -2,9 +2,7 @@ package runtimemove
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/quantyroot/quantykube/internal/install"
@@ -19,55 +17,8 @@ func (m *Mover) Undo(ctx context.Context, dryRun bool) error {
 		(&install.Runner{Log: m.Log}).DryRun(m.Out, m.undoPlan())
 		return nil
 	}
-	if os.Geteuid() != 0 {
-		return errors.New("undo runtime must run as root on the node (try sudo)")
-	}
-	if install.Busy(m.Paths.lockFile()) {
-		return fmt.Errorf("%w; wait for it to finish", install.ErrBusy)
-	}
-	r, err := m.runner()
-	if err != nil {
-		return err
-	}
-	st, err := r.Journal.State()
-	if err != nil {
-		return err
-	}
-	if st.Op == "" {
-		fmt.Fprintln(m.Out, "the runtime is not installed; nothing to undo")
-		return nil
-	}
-	release, err := install.Lock(m.Paths.lockFile())
-	if err != nil {
-		return err
-	}
-	defer release()
-	if m.meta, err = m.Paths.readMeta(); err != nil {
-		return err
-	}
-	if st.Finished == "" {
-		plan := m.undoPlan()
-		if st.Op == "install" {
-			plan = m.installPlan()
-		}
-		how, err := r.Recover(ctx, plan)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(m.Out, "the interrupted %s was %s\n", st.Op, how)
-		st, _ = r.Journal.State()
-	}
-	if !st.Installed {
-		fmt.Fprintln(m.Out, "the runtime is not installed; nothing to undo")
-		return nil
-	}
-	if _, err := os.Stat(m.Paths.savedConfig()); err != nil {
-		return fmt.Errorf("the original kubelet config %s is missing; cannot go back to %s safely", m.Paths.savedConfig(), m.meta.OldRuntime)
-	}
-	if _, err := runtimeName(ctx, m.meta.OldEndpoint); err != nil {
-		return fmt.Errorf("%v; start %s first (undo moves the node back onto it)", err, m.meta.OldRuntime)
-	}
-	if err := r.Run(ctx, m.undoPlan()); err != nil {
+	ran, err := m.subject().Execute(ctx, "undo")
+	if err != nil || !ran {
 		return err
 	}
 	fmt.Fprintf(m.Out, "undone: node %s runs on %s again (%s); NotReady for %v; quantykube runtime's data is kept in %s\n",

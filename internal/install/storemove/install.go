@@ -45,12 +45,47 @@ type Mover struct {
 	Downtime   time.Duration
 }
 
-func (m *Mover) runner() (*install.Runner, error) {
-	j, err := install.OpenJournal(m.Paths.journal())
-	if err != nil {
-		return nil, err
+// subject wires the store into the shared install/undo flow.
+func (m *Mover) subject() *install.Subject {
+	j, _ := install.OpenJournal(m.Paths.journal())
+	return &install.Subject{
+		Name: "store", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out,
+		Plan: func(op string) *install.Plan {
+			if op == "undo" {
+				return m.undoPlan()
+			}
+			return m.installPlan()
+		},
+		Preflight: m.preflight,
+		Load:      m.load,
 	}
-	return &install.Runner{Journal: j, Log: m.Log, Out: m.Out}, nil
+}
+
+// load reads what the steps of an interrupted run need: the original
+// manifest saved by install.
+func (m *Mover) load() error {
+	m.manifest, _ = os.ReadFile(m.Paths.savedManifest())
+	m.port = apiserverPort(m.manifest)
+	m.endpoint, _ = staticpod.Flag(m.manifest, "etcd-servers")
+	return nil
+}
+
+func (m *Mover) preflight(ctx context.Context, op string) error {
+	if op == "undo" {
+		if err := m.load(); err != nil {
+			return err
+		}
+		if len(m.manifest) == 0 {
+			return fmt.Errorf("the original API server manifest %s is missing; cannot go back to etcd safely", m.Paths.savedManifest())
+		}
+		return nil
+	}
+	var err error
+	if m.manifest, m.endpoint, err = m.Paths.preflightInstall(ctx); err != nil {
+		return err
+	}
+	m.port = apiserverPort(m.manifest)
+	return systemd.Available(ctx)
 }
 
 // Install moves the API server from etcd onto the store. With dryRun it
@@ -60,71 +95,12 @@ func (m *Mover) Install(ctx context.Context, dryRun bool) error {
 		m.ReadyTimeout = 3 * time.Minute
 	}
 	if dryRun {
-		if _, _, err := m.Paths.preflightInstall(ctx); err != nil {
-			fmt.Fprintf(m.Out, "preflight: %v\n", err)
-		} else {
-			fmt.Fprintln(m.Out, "preflight: ok")
-		}
-		(&install.Runner{Log: m.Log}).DryRun(m.Out, m.installPlan())
+		m.subject().DryRun(ctx, "install")
 		return nil
-	}
-	if os.Geteuid() != 0 {
-		return errors.New("install store must run as root on the control-plane node (try sudo)")
-	}
-	r, err := m.runner()
-	if err != nil {
-		return err
-	}
-	st, err := r.Journal.State()
-	if err != nil {
-		return err
-	}
-	interrupted := st.Op != "" && st.Finished == ""
-	if !interrupted && st.Installed {
-		fmt.Fprintln(m.Out, "the store is already installed; nothing to do")
-		return nil
-	}
-	if install.Busy(m.Paths.lockFile()) {
-		return fmt.Errorf("%w; wait for it to finish", install.ErrBusy)
-	}
-	if !interrupted {
-		// Bad input is refused before anything is written, the lock included.
-		if m.manifest, m.endpoint, err = m.Paths.preflightInstall(ctx); err != nil {
-			return err
-		}
-		m.port = apiserverPort(m.manifest)
-		if err := systemd.Available(ctx); err != nil {
-			return err
-		}
-	}
-	release, err := install.Lock(m.Paths.lockFile())
-	if err != nil {
-		return err
-	}
-	defer release()
-	if interrupted {
-		// An interrupted run: finish it or put it back before anything else.
-		plan := m.installPlan()
-		if st.Op == "undo" {
-			plan = m.undoPlan()
-		}
-		m.manifest, _ = os.ReadFile(m.Paths.savedManifest())
-		m.port = apiserverPort(m.manifest)
-		how, err := r.Recover(ctx, plan)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(m.Out, "the interrupted %s was %s\n", st.Op, how)
-		if st, _ = r.Journal.State(); st.Installed {
-			return nil
-		}
-		if m.manifest, m.endpoint, err = m.Paths.preflightInstall(ctx); err != nil {
-			return err
-		}
-		m.port = apiserverPort(m.manifest)
 	}
 	defer m.closeAll()
-	if err := r.Run(ctx, m.installPlan()); err != nil {
+	ran, err := m.subject().Execute(ctx, "install")
+	if err != nil || !ran {
 		return err
 	}
 	fmt.Fprintf(m.Out, "installed: %d keys copied at %.0f keys/s; API-server downtime %v; revision kept at %d\n",

@@ -16,7 +16,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/quantyroot/quantykube/internal/install"
-	"github.com/quantyroot/quantykube/internal/install/staticpod"
 	"github.com/quantyroot/quantykube/internal/install/systemd"
 )
 
@@ -34,56 +33,12 @@ type UndoStats struct {
 // Undo moves the API server back from the store onto etcd.
 func (m *Mover) Undo(ctx context.Context, dryRun bool) error {
 	if dryRun {
-		(&install.Runner{Log: m.Log}).DryRun(m.Out, m.undoPlan())
+		m.subject().DryRun(ctx, "undo")
 		return nil
 	}
-	if os.Geteuid() != 0 {
-		return errors.New("undo store must run as root on the control-plane node (try sudo)")
-	}
-	if install.Busy(m.Paths.lockFile()) {
-		return fmt.Errorf("%w; wait for it to finish", install.ErrBusy)
-	}
-	r, err := m.runner()
-	if err != nil {
-		return err
-	}
-	st, err := r.Journal.State()
-	if err != nil {
-		return err
-	}
-	if st.Op == "" {
-		fmt.Fprintln(m.Out, "the store is not installed; nothing to undo")
-		return nil
-	}
-	release, err := install.Lock(m.Paths.lockFile())
-	if err != nil {
-		return err
-	}
-	defer release()
-	m.manifest, _ = os.ReadFile(m.Paths.savedManifest())
-	m.port = apiserverPort(m.manifest)
-	if st.Op != "" && st.Finished == "" {
-		plan := m.undoPlan()
-		if st.Op == "install" {
-			plan = m.installPlan()
-		}
-		how, err := r.Recover(ctx, plan)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(m.Out, "the interrupted %s was %s\n", st.Op, how)
-		st, _ = r.Journal.State()
-	}
-	if !st.Installed {
-		fmt.Fprintln(m.Out, "the store is not installed; nothing to undo")
-		return nil
-	}
-	if len(m.manifest) == 0 {
-		return fmt.Errorf("the original API server manifest %s is missing; cannot go back to etcd safely", m.Paths.savedManifest())
-	}
-	m.endpoint, _ = staticpod.Flag(m.manifest, "etcd-servers")
 	defer m.closeAll()
-	if err := r.Run(ctx, m.undoPlan()); err != nil {
+	ran, err := m.subject().Execute(ctx, "undo")
+	if err != nil || !ran {
 		return err
 	}
 	fmt.Fprintf(m.Out, "undone: the API server runs on etcd again (%s); API-server downtime %v; the store's data is kept in %s\n",
