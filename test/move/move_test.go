@@ -1,12 +1,9 @@
 package move
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,84 +16,51 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/quantyroot/quantykube/test/harness"
 )
 
-// env of the scenario: set by `scripts/kubeadm.sh move`.
+// cluster is the scenario's environment, set by `scripts/kubeadm.sh move`.
 type cluster struct {
-	root       string // repository root
-	kubeconfig string
-	cp         string // control-plane node name
-	etcdctl    string // etcdctl binary on the host, copied into the node
-	qk         string // quantykube binary on the host, copied into the node
-	cs         *kubernetes.Clientset
+	*harness.Cluster
+	cs      *kubernetes.Clientset
+	cp      string // control-plane node name
+	etcdctl string // etcdctl binary on the host, copied into the node
+	qk      string // quantykube binary on the host, copied into the node
 }
 
+var (
+	waitFor = harness.WaitFor
+	retry   = harness.Retry
+)
+
 func setup(t *testing.T) *cluster {
-	c := &cluster{
-		kubeconfig: os.Getenv("QK_MOVE_KUBECONFIG"), cp: os.Getenv("QK_MOVE_NODE"),
-		etcdctl: os.Getenv("QK_ETCDCTL"), qk: os.Getenv("QK_STORE_BIN"),
-	}
-	if c.kubeconfig == "" || c.cp == "" || c.etcdctl == "" || c.qk == "" {
+	kubeconfig := os.Getenv("QK_MOVE_KUBECONFIG")
+	c := &cluster{cp: os.Getenv("QK_MOVE_NODE"), etcdctl: os.Getenv("QK_ETCDCTL"), qk: os.Getenv("QK_STORE_BIN")}
+	if kubeconfig == "" || c.cp == "" || c.etcdctl == "" || c.qk == "" {
 		if os.Getenv("CI") == "true" && os.Getenv("QK_MOVE_REQUIRED") == "true" {
 			t.Fatal("QK_MOVE_KUBECONFIG, QK_MOVE_NODE, QK_ETCDCTL and QK_STORE_BIN must be set; run `scripts/kubeadm.sh move`")
 		}
 		t.Skip("no cluster: run `scripts/kubeadm.sh move`, which sets QK_MOVE_* for this test")
 	}
-	wd, _ := os.Getwd()
-	c.root = filepath.Join(wd, "..", "..")
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 200, 400
-	if c.cs, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	c.copyIn(t, c.qk, "/usr/local/bin/quantykube")
-	c.copyIn(t, c.etcdctl, "/usr/local/bin/etcdctl")
+	c.Cluster = harness.Connect(t, kubeconfig, 200)
+	c.cs = c.CS
+	c.CopyIn(t, c.cp, c.qk, "/usr/local/bin/quantykube")
+	c.CopyIn(t, c.cp, c.etcdctl, "/usr/local/bin/etcdctl")
 	return c
 }
 
 func (c *cluster) harness(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(c.root, "scripts", "kubeadm.sh"), args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if err != nil {
-		t.Fatalf("scripts/kubeadm.sh %s: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String()
+	return c.Harness(t, args...)
 }
 
 // node runs a command on the control-plane node; the error is returned.
-func (c *cluster) node(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(c.root, "scripts", "kubeadm.sh"), append([]string{"exec", c.cp}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
+func (c *cluster) node(args ...string) (string, error) { return c.Exec(c.cp, args...) }
 
 func (c *cluster) mustNode(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := c.node(args...)
-	if err != nil {
-		t.Fatalf("%s on %s: %v\n%s", strings.Join(args, " "), c.cp, err, out)
-	}
-	return out
-}
-
-func (c *cluster) copyIn(t *testing.T, src, dst string) {
-	t.Helper()
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(c.root, "scripts", "kubeadm.sh"), "exec", c.cp, "sh", "-c", "cat > "+dst+".tmp && chmod 755 "+dst+".tmp && mv "+dst+".tmp "+dst)
-	cmd.Stdin = bytes.NewReader(data)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("copy %s into %s: %v\n%s", src, c.cp, err, out)
-	}
+	return c.MustExec(t, c.cp, args...)
 }
 
 const etcdFlags = "--endpoints=https://127.0.0.1:2379 --cacert=/etc/kubernetes/pki/etcd/ca.crt --cert=/etc/kubernetes/pki/apiserver-etcd-client.crt --key=/etc/kubernetes/pki/apiserver-etcd-client.key"
@@ -190,17 +154,6 @@ func (w *watcher) saw(name string) bool {
 	return w.seen[name]
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
 // podRuns creates a pod (no node chosen: the scheduler must place it) and
 // waits until it runs.
 func (c *cluster) podRuns(t *testing.T, name string) {
@@ -241,17 +194,6 @@ func (c *cluster) createCM(t *testing.T, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func retry(f func() error) error {
-	var err error
-	for i := 0; i < 60; i++ {
-		if err = f(); err == nil {
-			return nil
-		}
-		time.Sleep(time.Second)
-	}
-	return err
 }
 
 func manifestEtcdServers(t *testing.T, c *cluster) string {

@@ -1,12 +1,10 @@
 package noderuntime
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/quantyroot/quantykube/test/harness"
 )
 
 // cluster is the scenario's environment, set by `scripts/kubeadm.sh node`.
 type cluster struct {
-	root       string // repository root
+	*harness.Cluster
 	kubeconfig string
 	worker, cp string // node names
 	qk         string // quantykube binary on the host, copied into the nodes
@@ -32,6 +31,8 @@ type cluster struct {
 // installArgs are the flags every install runs with: the harness's nodes
 // have no registry, their images are tarballs bound at /opt/quantykube/images.
 var installArgs = []string{"quantykube", "install", "runtime", "--image-archives", "/opt/quantykube/images"}
+
+var waitFor = harness.WaitFor
 
 func setup(t *testing.T) *cluster {
 	c := &cluster{
@@ -47,18 +48,10 @@ func setup(t *testing.T) *cluster {
 	if c.image == "" {
 		c.image = "quantykube.local/busybox:1"
 	}
-	wd, _ := os.Getwd()
-	c.root = filepath.Join(wd, "..", "..")
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	if c.cs, err = kubernetes.NewForConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
+	c.Cluster = harness.Connect(t, c.kubeconfig, 100)
+	c.cs = c.CS
 	for _, n := range []string{c.worker, c.cp} {
-		c.copyIn(t, n, c.qk, "/usr/local/bin/quantykube")
+		c.CopyIn(t, n, c.qk, "/usr/local/bin/quantykube")
 		// The nodes' root is an overlay, where container layers cannot live
 		// (install refuses it): the runtime's root dir gets a tmpfs.
 		c.mustNode(t, n, "sh", "-c", "mkdir -p /var/lib/quantykube/runtime && { mountpoint -q /var/lib/quantykube/runtime || mount -t tmpfs -o size=6g tmpfs /var/lib/quantykube/runtime; }")
@@ -67,32 +60,11 @@ func setup(t *testing.T) *cluster {
 }
 
 // node runs a command on a node; the error is returned.
-func (c *cluster) node(name string, args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(c.root, "scripts", "kubeadm.sh"), append([]string{"exec", name}, args...)...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
+func (c *cluster) node(name string, args ...string) (string, error) { return c.Exec(name, args...) }
 
 func (c *cluster) mustNode(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := c.node(name, args...)
-	if err != nil {
-		t.Fatalf("%s on %s: %v\n%s", strings.Join(args, " "), name, err, out)
-	}
-	return out
-}
-
-func (c *cluster) copyIn(t *testing.T, node, src, dst string) {
-	t.Helper()
-	data, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(c.root, "scripts", "kubeadm.sh"), "exec", node, "sh", "-c", "cat > "+dst+".tmp && chmod 755 "+dst+".tmp && mv "+dst+".tmp "+dst)
-	cmd.Stdin = bytes.NewReader(data)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("copy %s into %s: %v\n%s", src, node, err, out)
-	}
+	return c.MustExec(t, name, args...)
 }
 
 // kubectl runs the host's kubectl against the cluster.
@@ -105,17 +77,6 @@ func (c *cluster) kubectl(t *testing.T, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
-}
-
-func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }
 
 // runtimeOf is the runtime the node reports ("containerd", "quantykube").
