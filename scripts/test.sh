@@ -2,8 +2,9 @@
 # test.sh — every test of the project, with real components (README's second command; .ci/run runs it).
 #
 # Stages, in order; the first failure stops the run and its exit code is the script's:
-#   1. go vet + unit tests of every package, and the end-to-end store tests of test/store
-#      (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl), in one `go test`
+#   1. go vet, generated files up to date, unit tests of every package, the end-to-end store tests of
+#      test/store (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl) and the
+#      operator's reconciler tests against a real kube-apiserver + etcd, in one `go test`
 #   2. the Kubernetes storage suites (k8s.io/apiserver v0.37.2 etcd3 + cacher) against the store
 #   3. real kubeadm clusters of systemd-nspawn nodes (scripts/kubeadm.sh): up, smoke, down, and the
 #      host compared with a snapshot taken before; also up twice in a row, and down after a kill -9
@@ -37,6 +38,7 @@ export QK_KUBECTL=${QK_KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
 if want 1; then
   stage "1. go vet, unit tests and end-to-end store tests"
   go vet ./...
+  scripts/generate.sh check   # the CRD, RBAC and deepcopy code match the Go types
   go test -count=1 -timeout 30m ./...
 fi
 if want 2; then

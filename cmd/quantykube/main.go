@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	operatorcli "github.com/quantyroot/quantykube/internal/operator/cli"
 	runtimecli "github.com/quantyroot/quantykube/internal/runtime/cli"
 )
 
@@ -24,7 +25,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newStoreCommand(), newInstallCommand(), newUndoCommand(), runtimecli.NewCommand())
+	root.AddCommand(newStoreCommand(), newInstallCommand(), newUndoCommand(), runtimecli.NewCommand(), operatorcli.NewCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "quantykube:", err)
 		os.Exit(1)

@@ -1,0 +1,170 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Name is the one Installation the operator acts on; any other is refused.
+const Name = "quantykube"
+
+// RuntimeLabel is the node label that asks for QuantyKube's runtime, with
+// the value RuntimeLabelValue. It is the default spec.runtime.nodeSelector.
+const (
+	RuntimeLabel      = "install.quantyroot.io/runtime"
+	RuntimeLabelValue = "quantykube"
+)
+
+// Installation asks for a cluster on QuantyKube: its datastore (the store)
+// and the container runtime of selected nodes. Setting spec.undo moves it
+// all back. Exactly one Installation, named "quantykube", is acted on.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=qki
+// +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="self.metadata.name == 'quantykube'",message="the Installation must be named quantykube (one per cluster)"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.step`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
+// +kubebuilder:printcolumn:name="Undo",type=boolean,JSONPath=`.spec.undo`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Installation struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   InstallationSpec   `json:"spec,omitempty"`
+	Status InstallationStatus `json:"status,omitempty"`
+}
+
+// InstallationSpec is what the cluster should stand on.
+type InstallationSpec struct {
+	// Store moves the API server's datastore from etcd onto quantykube store.
+	// +kubebuilder:default=true
+	// +optional
+	Store bool `json:"store"`
+
+	// Runtime selects the nodes whose container runtime becomes QuantyKube's.
+	// +optional
+	Runtime RuntimeSpec `json:"runtime,omitempty"`
+
+	// Undo moves everything back: the nodes first, then the store.
+	// +optional
+	Undo bool `json:"undo,omitempty"`
+
+	// NodeTimeout bounds one node's move (cordon to Ready); past it the
+	// Installation turns Failed and the node is left as its own undo left it.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
+}
+
+// RuntimeSpec selects nodes for QuantyKube's runtime.
+type RuntimeSpec struct {
+	// NodeSelector is matched against node labels; nodes matching every
+	// entry are moved, one at a time, in name order. Empty selects none.
+	// +kubebuilder:default={"install.quantyroot.io/runtime":"quantykube"}
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+}
+
+// Phase is the Installation's coarse state.
+// +kubebuilder:validation:Enum=Pending;Moving;Moved;Undoing;Undone;Failed
+type Phase string
+
+// Phases. Moving and Undoing are the only phases in which steps run.
+const (
+	PhasePending Phase = "Pending"
+	PhaseMoving  Phase = "Moving"
+	PhaseMoved   Phase = "Moved"
+	PhaseUndoing Phase = "Undoing"
+	PhaseUndone  Phase = "Undone"
+	PhaseFailed  Phase = "Failed"
+)
+
+// Step names, in the order they run for one node (StepStore runs once, first
+// when moving, last when undoing).
+const (
+	StepStore     = "store"
+	StepCordon    = "cordon"
+	StepDrain     = "drain"
+	StepRuntime   = "runtime"
+	StepWaitReady = "wait-ready"
+	StepUncordon  = "uncordon"
+	StepDone      = "done"
+)
+
+// InstallationStatus is written before every step, so an operator restarted
+// at any point reads where it was and goes on.
+type InstallationStatus struct {
+	// ObservedGeneration is the spec generation the phase refers to.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// Step is the step now running ("store", "cordon", "drain", "runtime",
+	// "wait-ready", "uncordon") or "done".
+	// +optional
+	Step string `json:"step,omitempty"`
+	// Node is the node Step acts on ("" for the store).
+	// +optional
+	Node string `json:"node,omitempty"`
+	// StepStarted is when Step began.
+	// +optional
+	StepStarted *metav1.Time `json:"stepStarted,omitempty"`
+	// Attempt counts how often the current step's host pod was started.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// Message says in one line where things are.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Store is the store's state: Pending, Moving, Moved, Undoing, Undone, Failed.
+	// +optional
+	Store string `json:"store,omitempty"`
+	// Nodes is each selected node's state, in the order they are moved.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Nodes []NodeStatus `json:"nodes,omitempty"`
+	// Conditions: Ready (everything asked for stands), Progressing (a step
+	// runs), Degraded (something failed or was refused; the message says
+	// what to do).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodeStatus is one node's move.
+type NodeStatus struct {
+	Name string `json:"name"`
+	// State is Pending, a step name while it runs, Moved, Undone or Failed.
+	State string `json:"state"`
+	// WasCordoned records that the node was already unschedulable before we
+	// cordoned it; then it is not uncordoned at the end.
+	// +optional
+	WasCordoned bool `json:"wasCordoned,omitempty"`
+	// +optional
+	Start *metav1.Time `json:"start,omitempty"`
+	// +optional
+	End *metav1.Time `json:"end,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Condition types.
+const (
+	ConditionReady       = "Ready"
+	ConditionProgressing = "Progressing"
+	ConditionDegraded    = "Degraded"
+)
+
+// InstallationList is a list of Installations.
+//
+// +kubebuilder:object:root=true
+type InstallationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Installation `json:"items"`
+}

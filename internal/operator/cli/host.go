@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/quantyroot/quantykube/internal/operator/hostrun"
+)
+
+// terminationLog is where kubelet reads a container's termination message.
+const terminationLog = "/dev/termination-log"
+
+// newHostCommand is `quantykube operator host OP SUBJECT`: what the
+// operator's host pods run (hostPID, privileged). See package hostrun.
+func newHostCommand() *cobra.Command {
+	var since string
+	var check, detach bool
+	var root string
+	cmd := &cobra.Command{
+		Use:    "host install|undo store|runtime",
+		Short:  "Inside an operator host pod: run or follow an install/undo on the host, through its journal",
+		Args:   cobra.ExactArgs(2),
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			logger, err := newLogger("info")
+			if err != nil {
+				return err
+			}
+			r := &hostrun.Runner{Target: hostrun.Target{Op: args[0], Subject: args[1]}, Root: root, CheckOnly: check, Log: logger}
+			if err := r.Validate(); err != nil {
+				return fmt.Errorf("%w; usage: quantykube operator host install|undo store|runtime", err)
+			}
+			if since != "" {
+				t, err := time.Parse(time.RFC3339, since)
+				if err != nil {
+					return fmt.Errorf("--since %q is not an RFC 3339 time (2026-11-30T12:00:00Z)", since)
+				}
+				r.Since = t
+			}
+			ctx := cmd.Context()
+			if detach {
+				// Follow only until the unit has started; the runtime swap
+				// would kill this pod anyway.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+			}
+			res, err := r.Run(ctx)
+			if err != nil {
+				// Not a Result: the operator shows this text as the reason.
+				_ = os.WriteFile(terminationLog, []byte(err.Error()), 0o644)
+				return err
+			}
+			if werr := os.WriteFile(terminationLog, []byte(res.String()), 0o644); werr != nil {
+				logger.Warn("write termination message", "err", werr)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), res.String())
+			if res.State == hostrun.StateRolledBack {
+				return fmt.Errorf("%s %s rolled back: %s", res.Op, res.Subject, res.Detail)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&since, "since", "", "runs started before this time belong to earlier attempts (RFC 3339)")
+	f.BoolVar(&check, "check", false, "only report the journal's state; start nothing")
+	f.BoolVar(&detach, "detach", false, "exit once the unit runs instead of following it to its end")
+	f.StringVar(&root, "host-root", hostrun.HostRoot, "the host's root as seen from here")
+	return cmd
+}

@@ -1,0 +1,29 @@
+// Package operator is the QuantyKube operator: one reconciler for the
+// cluster-scoped Installation "quantykube" (api/v1alpha1) that moves the
+// cluster's datastore and the runtime of selected nodes onto QuantyKube, one
+// step per pass, and back when spec.undo is set.
+//
+// Invariants:
+//   - A pass reads the world, acts on the one step recorded in status, and
+//     requeues. The next step is written to status before it is acted on, so
+//     an operator restarted at any point (its own node is drained) resumes it.
+//   - Host work (install/undo store|runtime) runs in short-lived privileged
+//     pods (hostrun) that start a transient systemd unit on the host and
+//     follow its journal; a pod that dies is replaced by one that reads the
+//     journal first, never by a blind rerun (ADR 201).
+//   - A node is uncordoned only if we cordoned it (NodeStatus.WasCordoned).
+//   - Bad input (not kubeadm, several control planes) sets Degraded with what
+//     to do and touches nothing.
+//
+// +kubebuilder:rbac:groups=install.quantyroot.io,resources=installations,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=install.quantyroot.io,resources=installations/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete,namespace=quantykube-system
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
+// +kubebuilder:rbac:groups=apps,resources=daemonsets;replicasets;statefulsets,verbs=get
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get,namespace=kube-system
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch,namespace=quantykube-system
+package operator

@@ -1,0 +1,281 @@
+package operator
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+	"github.com/quantyroot/quantykube/internal/operator/hostrun"
+)
+
+// fakeHosts stands in for kubelet and the hosts (there is no kubelet in the
+// reconciler tests, only a real API server): it finishes host pods with the
+// result a host would give and flips a node's runtime when its install
+// runs, and force-deletes evicted pods.
+type fakeHosts struct {
+	c client.Client
+	// installed[subject/node] says whether the subject stands installed.
+	installed map[string]bool
+	// rollBack makes runtime installs on these nodes roll back.
+	rollBack map[string]bool
+	// silent makes host pods on these nodes never finish (a hung node).
+	silent map[string]bool
+	// pods counts host pods seen, by name.
+	pods map[string]int
+}
+
+func newFakeHosts(c client.Client) *fakeHosts {
+	return &fakeHosts{c: c, installed: map[string]bool{}, rollBack: map[string]bool{}, silent: map[string]bool{}, pods: map[string]int{}}
+}
+
+func (f *fakeHosts) tick(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	var pods corev1.PodList
+	if err := f.c.List(ctx, &pods); err != nil {
+		t.Fatalf("list pods: %v", err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil {
+			_ = f.c.Delete(ctx, p, client.GracePeriodSeconds(0))
+			continue
+		}
+		if p.Namespace != Namespace || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		f.pods[p.Name]++
+		if f.silent[p.Spec.NodeName] {
+			continue
+		}
+		f.finish(t, p)
+	}
+}
+
+// finish plays the host side of one host pod.
+func (f *fakeHosts) finish(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	subject, op, node := p.Labels["install.quantyroot.io/subject"], p.Labels["install.quantyroot.io/op"], p.Spec.NodeName
+	key := subject + "/" + node
+	check := false
+	for _, a := range p.Spec.Containers[0].Args {
+		check = check || a == "--check"
+	}
+	res := hostrun.Result{Subject: subject, Op: op, State: hostrun.StateDone}
+	switch {
+	case subject == "runtime" && op == "install" && f.rollBack[node]:
+		res.State, res.Detail = hostrun.StateStarted, ""
+		if check {
+			res.State, res.Detail = hostrun.StateRolledBack, "start-runtime: injected fault"
+		}
+	case check:
+		if f.installed[key] != (op == "install") {
+			res.State = hostrun.StateNone
+		}
+	default:
+		f.installed[key] = op == "install"
+		if subject == "store" {
+			res.Detail = "API-server downtime: 6.4s"
+		} else {
+			res.State = hostrun.StateStarted
+			f.setRuntime(t, node, op == "install")
+		}
+	}
+	phase := corev1.PodSucceeded
+	if res.State == hostrun.StateRolledBack {
+		phase = corev1.PodFailed
+	}
+	p.Status.Phase = phase
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+		Name:  "host",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: res.String(), ExitCode: map[bool]int32{true: 0, false: 1}[phase == corev1.PodSucceeded]}},
+	}}
+	if err := f.c.Status().Update(ctx, p); err != nil {
+		t.Fatalf("finish host pod %s: %v", p.Name, err)
+	}
+}
+
+func (f *fakeHosts) setRuntime(t *testing.T, node string, qk bool) {
+	t.Helper()
+	rt := "containerd://1.6.20"
+	if qk {
+		rt = "quantykube://0.1.0"
+	}
+	var n corev1.Node
+	if err := f.c.Get(context.Background(), types.NamespacedName{Name: node}, &n); err != nil {
+		t.Fatal(err)
+	}
+	n.Status.NodeInfo.ContainerRuntimeVersion = rt
+	if err := f.c.Status().Update(context.Background(), &n); err != nil {
+		t.Fatalf("set runtime of %s: %v", node, err)
+	}
+}
+
+// world is one test's cluster content.
+type world struct {
+	api   *testAPI
+	hosts *fakeHosts
+	kube  kubernetes.Interface
+}
+
+func newWorld(t *testing.T, api *testAPI, kubeadm bool, controlPlanes []string, workers []string) *world {
+	t.Helper()
+	ctx := context.Background()
+	c := api.Client
+	resetWorld(t, c)
+	if kubeadm {
+		mustCreate(t, c, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubeadm-config"}})
+	}
+	for _, name := range controlPlanes {
+		addNode(t, c, name, map[string]string{ControlPlaneLabel: ""})
+	}
+	for _, name := range workers {
+		addNode(t, c, name, map[string]string{v1.RuntimeLabel: v1.RuntimeLabelValue})
+		for i, vol := range []bool{false, true, false} {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{
+					Namespace: "default", Name: name + "-app-" + string(rune('a'+i)),
+					OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "app", UID: types.UID("00000000-0000-0000-0000-00000000000" + string(rune('1'+i))), Controller: ptrTrue()}},
+				},
+				Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			}
+			if vol {
+				p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			}
+			mustCreate(t, c, p)
+		}
+	}
+	kube, err := kubernetes.NewForConfig(api.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ctx
+	return &world{api: api, hosts: newFakeHosts(c), kube: kube}
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+func addNode(t *testing.T, c client.Client, name string, labels map[string]string) {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	mustCreate(t, c, n)
+	n.Status = corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(), Reason: "KubeletReady"}},
+		NodeInfo:   corev1.NodeSystemInfo{ContainerRuntimeVersion: "containerd://1.6.20"},
+	}
+	if err := c.Status().Update(context.Background(), n); err != nil {
+		t.Fatalf("set status of node %s: %v", name, err)
+	}
+}
+
+func mustCreate(t *testing.T, c client.Client, o client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), o); err != nil {
+		t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+// resetWorld removes what an earlier subtest left: the Installation, nodes,
+// pods, kubeadm-config.
+func resetWorld(t *testing.T, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	_ = c.DeleteAllOf(ctx, &v1.Installation{})
+	_ = c.DeleteAllOf(ctx, &corev1.Node{})
+	for _, ns := range []string{"default", Namespace} {
+		_ = c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
+	}
+	_ = c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubeadm-config"}})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var l v1.InstallationList
+		var nl corev1.NodeList
+		var pl corev1.PodList
+		_ = c.List(ctx, &l)
+		_ = c.List(ctx, &nl)
+		_ = c.List(ctx, &pl, client.InNamespace("default"))
+		if len(l.Items)+len(nl.Items)+len(pl.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reset: %d installations, %d nodes, %d pods remain", len(l.Items), len(nl.Items), len(pl.Items))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	_ = c.Create(ctx, ns)
+	// No kube-controller-manager here: make the default service accounts
+	// its token controller would.
+	for _, n := range []string{"default", Namespace} {
+		_ = c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "default"}})
+	}
+}
+
+// pass runs one reconcile pass with a fresh Reconciler (as if the operator
+// had been restarted before it), then lets the hosts act.
+func (w *world) pass(t *testing.T) ctrl.Result {
+	t.Helper()
+	r := &Reconciler{
+		Client: w.api.Client, Kube: w.kube, Image: "quantykube.local/quantykube:dev",
+		Recorder: record.NewFakeRecorder(100), DrainPass: 2 * time.Second, CheckGrace: time.Nanosecond,
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+	}
+	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: v1.Name}})
+	if err != nil {
+		t.Logf("pass: %v", err)
+	}
+	w.hosts.tick(t)
+	return res
+}
+
+func (w *world) installation(t *testing.T) *v1.Installation {
+	t.Helper()
+	in := &v1.Installation{}
+	if err := w.api.Client.Get(context.Background(), types.NamespacedName{Name: v1.Name}, in); err != nil {
+		t.Fatalf("get installation: %v", err)
+	}
+	return in
+}
+
+// runUntil runs passes until the Installation's phase is one of want (and
+// its step is idle), recording every (step, node) it went through.
+func (w *world) runUntil(t *testing.T, max int, want ...v1.Phase) ([]string, *v1.Installation) {
+	t.Helper()
+	var steps []string
+	for i := 0; i < max; i++ {
+		w.pass(t)
+		in := w.installation(t)
+		if s := in.Status.Step + "@" + in.Status.Node; in.Status.Step != "" && in.Status.Step != v1.StepDone && (len(steps) == 0 || steps[len(steps)-1] != s) {
+			steps = append(steps, s)
+		}
+		for _, p := range want {
+			if in.Status.Phase == p && (in.Status.Step == v1.StepDone || in.Status.Step == "") {
+				return steps, in
+			}
+		}
+	}
+	in := w.installation(t)
+	t.Fatalf("after %d passes phase %s step %s node %s (%s); steps %v", max, in.Status.Phase, in.Status.Step, in.Status.Node, in.Status.Message, steps)
+	return nil, nil
+}
+
+// testWriter sends the reconciler's log lines to t.Log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

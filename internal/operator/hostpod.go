@@ -1,0 +1,185 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+	"github.com/quantyroot/quantykube/internal/operator/hostrun"
+)
+
+// Labels on every host pod.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "quantykube-operator"
+)
+
+// hostPodDeadline bounds one host pod (activeDeadlineSeconds).
+const hostPodDeadline = int64(15 * 60)
+
+// hostJob is one host pod: run (or, with check, only read the journal of)
+// op on subject on node.
+type hostJob struct {
+	Target hostrun.Target
+	Node   string
+	Check  bool // only report the journal; start nothing
+	Detach bool // start the unit and exit, do not follow it
+	// Since: host runs started before it belong to earlier attempts (the
+	// step's start for the store, the node's start for node steps).
+	Since *metav1.Time
+}
+
+func (j hostJob) name(attempt int32) string {
+	kind := "run"
+	if j.Check {
+		kind = "check"
+	}
+	return strings.ToLower(fmt.Sprintf("qk-%s-%s-%s-%s-%d", j.Target.Op, j.Target.Subject, kind, j.Node, attempt))
+}
+
+// hostPod is the pod spec: privileged, hostPID/hostNetwork/hostIPC, pinned to
+// the node, tolerating every taint, never restarted, with a deadline. It runs
+// `quantykube operator host` (hostrun), which reaches the host through
+// /proc/1/root.
+func (r *Reconciler) hostPod(in *v1.Installation, j hostJob, attempt int32) (*corev1.Pod, error) {
+	args := []string{"operator", "host", j.Target.Op, j.Target.Subject}
+	if j.Since != nil {
+		args = append(args, "--since="+j.Since.UTC().Format(time.RFC3339))
+	}
+	if j.Check {
+		args = append(args, "--check")
+	}
+	if j.Detach {
+		args = append(args, "--detach")
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: j.name(attempt), Namespace: r.Namespace,
+			Labels: map[string]string{
+				LabelManagedBy:                  ManagedBy,
+				"install.quantyroot.io/subject": j.Target.Subject,
+				"install.quantyroot.io/op":      j.Target.Op,
+			},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:                      j.Node,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			HostPID:                       true,
+			HostNetwork:                   true,
+			HostIPC:                       true,
+			ActiveDeadlineSeconds:         ptr.To(hostPodDeadline),
+			TerminationGracePeriodSeconds: ptr.To(int64(5)),
+			PriorityClassName:             "system-node-critical",
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			AutomountServiceAccountToken:  ptr.To(false),
+			Containers: []corev1.Container{{
+				Name:                     "host",
+				Image:                    r.Image,
+				ImagePullPolicy:          corev1.PullIfNotPresent,
+				Command:                  []string{"/usr/local/bin/quantykube"},
+				Args:                     args,
+				SecurityContext:          &corev1.SecurityContext{Privileged: ptr.To(true)},
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			}},
+		},
+	}
+	if err := controllerutil.SetOwnerReference(in, p, r.Client.Scheme()); err != nil {
+		return nil, fmt.Errorf("own host pod %s: %w", p.Name, err)
+	}
+	return p, nil
+}
+
+// hostState is what a host pod says.
+type hostState struct {
+	exists   bool
+	finished bool // Succeeded or Failed
+	result   *hostrun.Result
+	reason   string // why it failed without a result
+}
+
+// ensureHostPod creates the attempt's pod if it does not exist and reports
+// its state.
+func (r *Reconciler) ensureHostPod(ctx context.Context, in *v1.Installation, j hostJob, attempt int32) (hostState, error) {
+	var p corev1.Pod
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: j.name(attempt)}, &p)
+	if apierrors.IsNotFound(err) {
+		np, err := r.hostPod(in, j, attempt)
+		if err != nil {
+			return hostState{}, err
+		}
+		if err := r.Client.Create(ctx, np); err != nil && !apierrors.IsAlreadyExists(err) {
+			return hostState{}, fmt.Errorf("create host pod %s: %w", np.Name, err)
+		}
+		r.Log.Info("host pod created", "pod", np.Name, "node", j.Node)
+		return hostState{exists: true}, nil
+	}
+	if err != nil {
+		return hostState{}, fmt.Errorf("get host pod %s: %w", j.name(attempt), err)
+	}
+	return readHostPod(&p), nil
+}
+
+func readHostPod(p *corev1.Pod) hostState {
+	hs := hostState{exists: true}
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff" || w.Reason == "InvalidImageName") {
+			// It would wait for its deadline: count it as dead now.
+			hs.finished = true
+			hs.reason = fmt.Sprintf("image %s is not on node %s and cannot be pulled (%s); load it into the node's runtime", cs.Image, p.Spec.NodeName, w.Reason)
+			return hs
+		}
+	}
+	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		return hs
+	}
+	hs.finished = true
+	hs.reason = p.Status.Reason + " " + p.Status.Message
+	for _, cs := range p.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil {
+			if res, err := hostrun.ParseResult(t.Message); err == nil {
+				hs.result = &res
+			} else {
+				hs.reason = fmt.Sprintf("exit %d %s: %s", t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+			}
+		}
+	}
+	hs.reason = strings.TrimSpace(hs.reason)
+	return hs
+}
+
+// deleteHostPod removes a finished host pod: none stays behind.
+func (r *Reconciler) deleteHostPod(ctx context.Context, j hostJob, attempt int32) error {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: j.name(attempt)}}
+	if err := r.Client.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete host pod %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// maxAttempts bounds host pods per step that died without a result.
+const maxAttempts = 3
+
+// deleteStepPods removes every host pod (they all belong to the step that
+// just ended): no installer pod stays behind, whatever state it is in.
+func (r *Reconciler) deleteStepPods(ctx context.Context) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(r.Namespace), client.MatchingLabels{LabelManagedBy: ManagedBy}); err != nil {
+		r.Log.Warn("list host pods", "err", err)
+		return
+	}
+	for i := range pods.Items {
+		if err := r.Client.Delete(ctx, &pods.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			r.Log.Warn("delete host pod", "pod", pods.Items[i].Name, "err", err)
+		}
+	}
+}

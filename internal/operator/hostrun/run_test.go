@@ -1,0 +1,152 @@
+package hostrun
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quantyroot/quantykube/internal/install"
+)
+
+// fakeHost is a host root in a temp dir and a systemd that records units.
+type fakeHost struct {
+	root    string
+	started []string
+	active  atomic.Bool
+	// onStart plays the installer: it writes the journal when the unit starts.
+	onStart func(j *install.Journal)
+}
+
+func (h *fakeHost) command(_ context.Context, name string, args ...string) ([]byte, error) {
+	switch name {
+	case "systemctl":
+		if h.active.Load() {
+			return []byte("active\n"), nil
+		}
+		return []byte("inactive\n"), nil
+	case "systemd-run":
+		h.started = append(h.started, strings.Join(args, " "))
+		if h.onStart != nil {
+			j, _ := install.OpenJournal(filepath.Join(h.root, "var/lib/quantykube/install/store/journal.jsonl"))
+			h.onStart(j)
+		}
+		return nil, nil
+	}
+	return nil, os.ErrNotExist
+}
+
+func newRunner(t *testing.T, h *fakeHost, op string) *Runner {
+	self := filepath.Join(t.TempDir(), "self")
+	if err := os.WriteFile(self, []byte("binary"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &Runner{Target: Target{Subject: "store", Op: op}, Root: h.root, Self: self, Poll: time.Millisecond, HostCommand: h.command}
+}
+
+func record(j *install.Journal, op string, events ...string) {
+	_ = j.Append(install.Record{Op: op, Event: install.EventStart})
+	for _, e := range events {
+		r := install.Record{Op: op, Event: e, Step: "copy"}
+		if e == install.EventFail {
+			r.Detail = "boom"
+		}
+		_ = j.Append(r)
+	}
+}
+
+func TestRunStartsUnitAndReportsDone(t *testing.T) {
+	h := &fakeHost{root: t.TempDir()}
+	h.onStart = func(j *install.Journal) {
+		record(j, "install", install.EventBegin, install.EventEnd, install.EventDone)
+	}
+	res, err := newRunner(t, h, "install").Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != StateDone || len(h.started) != 1 {
+		t.Fatalf("result %+v, units %v; want done after one unit", res, h.started)
+	}
+	if !strings.Contains(h.started[0], "--unit=quantykube-install-store") || !strings.Contains(h.started[0], "/var/lib/quantykube/bin/quantykube-") {
+		t.Errorf("systemd-run args %q", h.started[0])
+	}
+	bins, _ := filepath.Glob(filepath.Join(h.root, BinaryDir, "quantykube-*"))
+	if len(bins) != 1 {
+		t.Errorf("binaries on the host: %v; want one", bins)
+	}
+}
+
+func TestRunDoesNotRerunFinishedWork(t *testing.T) {
+	h := &fakeHost{root: t.TempDir()}
+	j, _ := install.OpenJournal(filepath.Join(h.root, "var/lib/quantykube/install/store/journal.jsonl"))
+	record(j, "install", install.EventDone)
+	res, err := newRunner(t, h, "install").Run(context.Background())
+	if err != nil || res.State != StateDone || len(h.started) != 0 {
+		t.Fatalf("result %+v err %v units %v; want done without starting anything", res, err, h.started)
+	}
+}
+
+func TestRunReportsRollbackOfThisStep(t *testing.T) {
+	h := &fakeHost{root: t.TempDir()}
+	j, _ := install.OpenJournal(filepath.Join(h.root, "var/lib/quantykube/install/store/journal.jsonl"))
+	record(j, "install", install.EventFail, install.EventRolledBack)
+	r := newRunner(t, h, "install")
+	r.Since = time.Now().Add(-time.Minute)
+	res, err := r.Run(context.Background())
+	if err != nil || res.State != StateRolledBack || !strings.Contains(res.Detail, "boom") || len(h.started) != 0 {
+		t.Fatalf("result %+v err %v units %v; want the earlier rollback reported, nothing started", res, err, h.started)
+	}
+	// A rollback from before the step began belongs to an earlier attempt: start again.
+	h.onStart = func(j *install.Journal) { record(j, "install", install.EventDone) }
+	r.Since = time.Now().Add(time.Minute)
+	res, err = r.Run(context.Background())
+	if err != nil || res.State != StateDone || len(h.started) != 1 {
+		t.Fatalf("result %+v err %v units %v; want a new run", res, err, h.started)
+	}
+}
+
+func TestRunFollowsActiveUnit(t *testing.T) {
+	h := &fakeHost{root: t.TempDir()}
+	h.active.Store(true)
+	j, _ := install.OpenJournal(filepath.Join(h.root, "var/lib/quantykube/install/store/journal.jsonl"))
+	record(j, "install", install.EventBegin)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		record(j, "install", install.EventDone)
+		h.active.Store(false)
+	}()
+	res, err := newRunner(t, h, "install").Run(context.Background())
+	if err != nil || res.State != StateDone || len(h.started) != 0 {
+		t.Fatalf("result %+v err %v units %v; want the active run followed, not restarted", res, err, h.started)
+	}
+}
+
+func TestCheckOnlyStartsNothing(t *testing.T) {
+	h := &fakeHost{root: t.TempDir()}
+	r := newRunner(t, h, "install")
+	r.CheckOnly = true
+	res, err := r.Run(context.Background())
+	if err != nil || res.State != StateNone || len(h.started) != 0 {
+		t.Fatalf("result %+v err %v units %v", res, err, h.started)
+	}
+}
+
+func TestUndoOfNothingIsDone(t *testing.T) {
+	h := &fakeHost{root: t.TempDir()}
+	res, err := newRunner(t, h, "undo").Run(context.Background())
+	if err != nil || res.State != StateDone || len(h.started) != 0 {
+		t.Fatalf("result %+v err %v units %v; an undo of a never-installed subject is done", res, err, h.started)
+	}
+}
+
+func TestTargetValidate(t *testing.T) {
+	if err := (Target{Subject: "etcd", Op: "install"}).Validate(); err == nil {
+		t.Error("unknown subject accepted")
+	}
+	if err := (Target{Subject: "store", Op: "move"}).Validate(); err == nil {
+		t.Error("unknown op accepted")
+	}
+}

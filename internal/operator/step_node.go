@@ -1,0 +1,217 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubectl/pkg/drain"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+	"github.com/quantyroot/quantykube/internal/operator/hostrun"
+)
+
+// runtimePrefix is how a node on QuantyKube's runtime reports it
+// (status.nodeInfo.containerRuntimeVersion "quantykube://0.1.0").
+const runtimePrefix = "quantykube://"
+
+func (r *Reconciler) getNode(ctx context.Context, name string) (*corev1.Node, error) {
+	var n corev1.Node
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+		return nil, fmt.Errorf("get node %s: %w", name, err)
+	}
+	return &n, nil
+}
+
+func (r *Reconciler) setUnschedulable(ctx context.Context, name string, v bool) error {
+	n, err := r.getNode(ctx, name)
+	if err != nil {
+		return err
+	}
+	if n.Spec.Unschedulable == v {
+		return nil
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Unschedulable = v
+	if err := r.Client.Patch(ctx, n, patch); err != nil {
+		return fmt.Errorf("set node %s unschedulable=%v: %w", name, v, err)
+	}
+	return nil
+}
+
+// cordonStep records whether the node was already cordoned (first pass,
+// status.attempt 0), then cordons it. begin() skips the record for a node a
+// failed run left cordoned, so its earlier record stands.
+func (r *Reconciler) cordonStep(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
+	i := nodeIndex(&in.Status, name)
+	n, err := r.getNode(ctx, name)
+	if err != nil {
+		return outcome{failed: fmt.Errorf("%w; remove the label %s from nodes that are gone", err, v1.RuntimeLabel)}, nil
+	}
+	ns := &in.Status.Nodes[i]
+	if in.Status.Attempt == 0 {
+		// Recorded (and written) before the node is touched.
+		ns.WasCordoned, in.Status.Attempt = n.Spec.Unschedulable, 1
+		return outcome{progress: fmt.Sprintf("was cordoned before: %v", ns.WasCordoned)}, nil
+	}
+	if err := r.setUnschedulable(ctx, name, true); err != nil {
+		return outcome{}, err
+	}
+	return outcome{done: true}, nil
+}
+
+// drainStep evicts the node's pods as kubectl drain does (grace period from
+// each pod, eviction retried every 5 s, DaemonSet pods and mirror pods stay,
+// emptyDir data deleted), bounded to DrainPass per pass.
+func (r *Reconciler) drainStep(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
+	h := &drain.Helper{
+		Ctx:                  ctx,
+		Client:               r.Kube,
+		GracePeriodSeconds:   -1,
+		IgnoreAllDaemonSets:  true,
+		DeleteEmptyDirData:   true,
+		EvictErrorRetryDelay: drainRetryDelay,
+		Timeout:              r.DrainPass,
+		// Evictions run in parallel goroutines that print here; what
+		// matters comes back as errors and the pods left.
+		Out:    io.Discard,
+		ErrOut: io.Discard,
+	}
+	list, errs := h.GetPodsForDeletion(name)
+	if len(errs) > 0 {
+		return outcome{failed: fmt.Errorf("cannot drain %s: %v; delete or move those pods (kubectl drain would refuse too)", name, joinErrs(errs))}, nil
+	}
+	pods := list.Pods()
+	if len(pods) == 0 {
+		return outcome{done: true}, nil
+	}
+	err := h.DeleteOrEvictPods(pods)
+	left, _ := h.GetPodsForDeletion(name)
+	n := 0
+	if left != nil {
+		n = len(left.Pods())
+	}
+	if n == 0 {
+		return outcome{done: true, detail: fmt.Sprintf("%d pods evicted", len(pods))}, nil
+	}
+	msg := fmt.Sprintf("draining (%d pods left)", n)
+	if err != nil {
+		msg += ": " + firstLine(err.Error())
+	}
+	return outcome{progress: msg}, nil
+}
+
+// runtimeStep starts install/undo runtime on the node as a transient unit
+// fired by a timer once the host pod has exited (the installer refuses a
+// node where pods run, and the old runtime removes every pod anyway). The
+// host pod is deleted as soon as it has finished.
+func (r *Reconciler) runtimeStep(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
+	j := hostJob{Target: hostrun.Target{Subject: "runtime", Op: opOf(in)}, Node: name, Detach: true, Since: nodeStart(in, name)}
+	return r.followHostJob(ctx, in, j)
+}
+
+// waitReadyStep waits until the node is Ready on the runtime asked for. A
+// node still on its old runtime after CheckGrace is asked through a check
+// pod what its host journal says: a rolled-back run fails the step at once
+// rather than at the node's deadline.
+func (r *Reconciler) waitReadyStep(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
+	n, err := r.getNode(ctx, name)
+	if err != nil {
+		return outcome{}, err
+	}
+	rt := n.Status.NodeInfo.ContainerRuntimeVersion
+	want := opOf(in) == "install"
+	onQK := strings.HasPrefix(rt, runtimePrefix)
+	if !nodeReady(n) {
+		return outcome{progress: fmt.Sprintf("waiting for Ready (runtime %s)", rt)}, nil
+	}
+	st := &in.Status
+	if onQK == want {
+		// Ready on the runtime asked for: the installer's own last check.
+		// (No check pod: the new runtime need not hold our image.)
+		return outcome{done: true, detail: "Ready on " + rt}, nil
+	}
+	if st.StepStarted != nil && r.Now().Sub(st.StepStarted.Time) < r.CheckGrace {
+		// The installer has not switched yet (its timer, its preflight): a
+		// check pod now would be a pod on the node it refuses to move.
+		return outcome{progress: fmt.Sprintf("waiting for the runtime switch (now %s)", rt)}, nil
+	}
+	if st.Attempt == 0 {
+		st.Attempt = 1
+		return outcome{progress: "Ready; checking the host journal"}, nil
+	}
+	j := hostJob{Target: hostrun.Target{Subject: "runtime", Op: opOf(in)}, Node: name, Check: true, Since: nodeStart(in, name)}
+	hs, err := r.ensureHostPod(ctx, in, j, st.Attempt)
+	if err != nil {
+		return outcome{}, err
+	}
+	if !hs.finished {
+		return outcome{progress: fmt.Sprintf("Ready on %s; check pod running", rt)}, nil
+	}
+	if err := r.deleteHostPod(ctx, j, st.Attempt); err != nil {
+		return outcome{}, err
+	}
+	st.Attempt++
+	if hs.result == nil {
+		return outcome{progress: "check pod gave no result: " + hs.reason}, nil
+	}
+	switch hs.result.State {
+	case hostrun.StateRolledBack:
+		return outcome{failed: fmt.Errorf("%s runtime rolled back on %s: %s", j.Target.Op, name, hs.result.Detail)}, nil
+	case hostrun.StateDone:
+		if onQK == want {
+			return outcome{done: true, detail: "runtime " + rt}, nil
+		}
+	}
+	return outcome{progress: fmt.Sprintf("Ready on %s; host journal: %s", rt, hs.result.State)}, nil
+}
+
+// uncordonStep makes the node schedulable again unless it was cordoned
+// before we came.
+func (r *Reconciler) uncordonStep(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
+	ns := in.Status.Nodes[nodeIndex(&in.Status, name)]
+	if ns.WasCordoned {
+		return outcome{done: true, detail: "left cordoned as it was before"}, nil
+	}
+	if err := r.setUnschedulable(ctx, name, false); err != nil {
+		return outcome{}, err
+	}
+	return outcome{done: true}, nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func joinErrs(errs []error) string {
+	s := make([]string, len(errs))
+	for i, e := range errs {
+		s[i] = e.Error()
+	}
+	return strings.Join(s, "; ")
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// nodeStart is when the node's move (or undo) began.
+func nodeStart(in *v1.Installation, name string) *metav1.Time {
+	if i := nodeIndex(&in.Status, name); i >= 0 {
+		return in.Status.Nodes[i].Start
+	}
+	return nil
+}
