@@ -27,7 +27,9 @@ awk '{print $5, $(NF-2), $(NF-1)}' /proc/self/mountinfo | sort >"$out/mounts"
 # Keys that change on their own (counters, random values, clocks).
 sysctl -a 2>/dev/null | grep -Ev '^(kernel\.random\.|kernel\.ns_last_pid|kernel\.pty\.nr|fs\.(dentry-state|inode-nr|inode-state|file-nr|aio-nr|quota\.)|net\.netfilter\.nf_conntrack_count|kernel\.sched_domain|dev\.cdrom|kernel\.tainted|net\.ipv6\.conf\..*\.stable_secret|fs\.binfmt_misc)' |
 	sort >"$out/sysctls"
-find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort >"$out/cgroups"
+# The machine's own process launcher makes and removes a cgroup per command
+# under process_api/; those come and go with every shell, not with the cluster.
+find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | grep -v '/process_api/' | sort >"$out/cgroups"
 # live processes of the test's cluster: every process in a cgroup named
 # qk-$QK_CLUSTER (its nspawn launchers, its nodes and their pods); a zombie
 # has left its cgroup, so one waiting for PID 1 to reap it does not count.
