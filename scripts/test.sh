@@ -15,6 +15,8 @@
 #   5. the runtime: critest v1.37.0 fully offline (scripts/critest.sh), kill -9 and restart of the
 #      runtime with containers running (scripts/critest/restart.sh), a real kubelet on it
 #      (scripts/critest/kubelet.sh)
+#   6. bench/run.sh --quick: every benchmark workload once against the store, etcd and kine (a smoke
+#      check that asserts that each ran, never a number; the full run writes docs/benchmarks.md)
 #
 # Real binaries are built from the Go module proxy by scripts/deps.sh and cached under
 # ${QK_CACHE:-<repo>/.cache}; the first run on a fresh machine spends most of its time there.
@@ -23,7 +25,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export PATH=$PATH:/usr/local/go/bin
-STAGES=${STAGES:-"1 2 3 4 5"}
+STAGES=${STAGES:-"1 2 3 4 5 6"}
 CACHE=${QK_CACHE:-$ROOT/.cache}
 stage() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 want() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -66,6 +68,10 @@ if want 5; then
   scripts/critest.sh
   scripts/critest/restart.sh
   scripts/critest/kubelet.sh
+fi
+if want 6; then
+  stage "6. benchmarks, quick: every workload ran on every store"
+  bench/run.sh --quick
 fi
 stage "all stages passed"
 n=0; for s in $STAGES; do n=$((n + 1)); done
