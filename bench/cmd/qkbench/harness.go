@@ -1,0 +1,41 @@
+package main
+
+import (
+	"github.com/quantyroot/quantykube/bench/internal/report"
+	"github.com/quantyroot/quantykube/bench/internal/server"
+)
+
+// harness is one invocation: where things are and what was measured.
+type harness struct {
+	bins      server.Binaries
+	benchBin  string
+	apiserver string
+	work      string
+	p         params
+	res       *report.Results
+	only      map[string]bool // workload groups to run (empty: all)
+	keepData  bool
+	variants  map[string][]string // extra store columns: name -> quantykube store flags
+}
+
+func (h *harness) want(group string) bool { return len(h.only) == 0 || h.only[group] }
+
+// expectAll records every workload every store must run, before any runs,
+// so that a store that fails to start is reported workload by workload.
+func (h *harness) expectAll(kinds []string) {
+	for _, k := range kinds {
+		if h.want("etcd") {
+			for _, w := range h.p.etcdWorkloads() {
+				h.res.Expect(w.Name, k)
+			}
+		}
+		if h.want("kube") {
+			h.res.Expect(wlKube, k)
+		}
+		if h.want("keyspace") {
+			for _, w := range []string{wlCreate, wlUpdate, wlKeyspace} {
+				h.res.Expect(w, k)
+			}
+		}
+	}
+}

@@ -1,0 +1,209 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+)
+
+// Target is one of the issue's goals for the store, compared on medians.
+type Target struct {
+	Text     string // as the issue states it
+	Workload string
+	Metric   string
+	Other    string  // the store compared with (etcd or kine)
+	Factor   float64 // store must be >= Factor×other (Higher) or <= Factor×other (Lower)
+}
+
+// Render writes the markdown report to path. stores are the columns, in
+// order; the first is the subject, ref the reference store for ratios.
+// analysis (may be empty) is appended verbatim.
+func Render(r *Results, path string, stores []string, ref string, targets []Target, intro, analysis string) error {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	w("%s\n", strings.TrimSpace(intro))
+	w("\n## Machine and conditions\n\n")
+	for _, kv := range r.Machine {
+		w("- %s: %s\n", kv.Key, kv.Value)
+	}
+	w("- load average before the run: %s\n- load average after the run: %s\n", r.LoadBefore, r.LoadAfter)
+	w("- started %s, finished %s (%s)\n", r.Started.UTC().Format("2006-01-02 15:04 MST"),
+		r.Finished.UTC().Format("15:04 MST"), r.Finished.Sub(r.Started).Round(1e9))
+	w("\n## Versions\n\n")
+	for _, kv := range r.Versions {
+		w("- %s: %s\n", kv.Key, kv.Value)
+	}
+	w("\n## Parameters\n\n")
+	for _, kv := range r.Parameters {
+		w("- %s: %s\n", kv.Key, kv.Value)
+	}
+
+	w("\n## Results\n\nMedian of %d interleaved run(s), min–max in parentheses. Ratios are medians ÷ %s's median; "+
+		"the arrow says which direction is better.\n\n", r.Runs, ref)
+	w("| workload | metric | %s | %s |", strings.Join(stores, " | "), ratioHeads(stores, ref))
+	w("\n|---|---|%s%s\n", strings.Repeat("---:|", len(stores)), strings.Repeat("---:|", len(stores)-1))
+	for _, row := range rows(r) {
+		arrow := "↑"
+		if row.better == Lower {
+			arrow = "↓"
+		}
+		w("| %s | %s (%s) %s |", row.workload, row.metric, row.unit, arrow)
+		refStat, refOK := r.Aggregate(row.workload, row.metric, ref)
+		for _, st := range stores {
+			w(" %s |", cell(r, row.workload, row.metric, st))
+		}
+		for _, st := range stores {
+			if st == ref {
+				continue
+			}
+			s, ok := r.Aggregate(row.workload, row.metric, st)
+			if ok && refOK && refStat.Median != 0 {
+				w(" %.2f× |", s.Median/refStat.Median)
+			} else {
+				w(" – |")
+			}
+		}
+		w("\n")
+	}
+	if len(r.NotApplicable) > 0 {
+		w("\n“n/a” cells:\n\n")
+		for _, n := range r.NotApplicable {
+			w("- %s, %s: %s\n", n.Store, n.Workload, n.Reason)
+		}
+	}
+	if len(r.Failures) > 0 {
+		w("\nFailures during the run (their cells are missing or have fewer samples):\n\n")
+		for _, f := range r.Failures {
+			w("- %s\n", strings.ReplaceAll(f, "\n", " "))
+		}
+	}
+
+	if len(targets) > 0 {
+		subject := stores[0]
+		w("\n## Targets for %s (issue 5; tracked, never asserted)\n\n", subject)
+		w("| target | %s | other | ratio | met |\n|---|---:|---:|---:|---|\n", subject)
+		for _, t := range targets {
+			s, ok1 := r.Aggregate(t.Workload, t.Metric, subject)
+			o, ok2 := r.Aggregate(t.Workload, t.Metric, t.Other)
+			if !ok1 || !ok2 {
+				w("| %s | – | – | – | not measured |\n", t.Text)
+				continue
+			}
+			ratio := s.Median / o.Median
+			met := ratio >= t.Factor
+			if betterOf(r, t.Workload, t.Metric) == Lower {
+				met = ratio <= t.Factor
+			}
+			verdict := "no"
+			if met {
+				verdict = "yes"
+			}
+			w("| %s | %s | %s: %s | %.2f× | %s |\n", t.Text, format(s.Median), t.Other, format(o.Median), ratio, verdict)
+		}
+	}
+	if a := strings.TrimSpace(analysis); a != "" {
+		w("\n%s\n", a)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+type row struct {
+	workload, metric, unit string
+	better                 Better
+}
+
+// rows returns each (workload, metric) once, grouped by workload, workloads
+// and their metrics in the order first recorded.
+func rows(r *Results) []row {
+	var order []string
+	byWorkload := map[string][]row{}
+	seen := map[string]bool{}
+	for _, s := range r.Samples {
+		if _, ok := byWorkload[s.Workload]; !ok {
+			order = append(order, s.Workload)
+		}
+		k := s.Workload + "\x00" + s.Metric
+		if !seen[k] {
+			seen[k] = true
+			byWorkload[s.Workload] = append(byWorkload[s.Workload], row{s.Workload, s.Metric, s.Unit, s.Better})
+		}
+	}
+	var out []row
+	for _, w := range order {
+		out = append(out, byWorkload[w]...)
+	}
+	return out
+}
+
+func betterOf(r *Results, workload, metric string) Better {
+	for _, s := range r.Samples {
+		if s.Workload == workload && s.Metric == metric {
+			return s.Better
+		}
+	}
+	return Higher
+}
+
+func ratioHeads(stores []string, ref string) string {
+	var h []string
+	for _, s := range stores {
+		if s != ref {
+			h = append(h, s+" ÷ "+ref)
+		}
+	}
+	return strings.Join(h, " | ")
+}
+
+func cell(r *Results, workload, metric, store string) string {
+	s, ok := r.Aggregate(workload, metric, store)
+	if !ok {
+		for _, n := range r.NotApplicable {
+			if n.Workload == workload && n.Store == store {
+				return "n/a"
+			}
+		}
+		return "–"
+	}
+	if s.N == 1 {
+		return format(s.Median)
+	}
+	return fmt.Sprintf("%s (%s–%s)", format(s.Median), format(s.Min), format(s.Max))
+}
+
+// format prints a figure with about three significant digits.
+func format(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a >= 1000:
+		return withCommas(int64(math.Round(v)))
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+func withCommas(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# bench/run.sh — QuantyKube's store against etcd and kine (SQLite), side by side, in one run.
+#
+#   bench/run.sh            full run: 3 interleaved runs, writes docs/benchmarks.md (takes ~25–40 min)
+#   bench/run.sh --quick    smoke check for CI: every workload once at small sizes (< 5 min once the
+#                           peers are built); writes $QK_CACHE/bench/quick/benchmarks-quick.md
+#   bench/run.sh [--quick] [qkbench flags...]   e.g. --runs 5, --only etcd,kube,keyspace, --keep-data
+#
+# What it does: builds the peers through scripts/deps.sh (cached by version under ${QK_CACHE:-.cache}),
+# builds quantykube and the harness (bench/cmd/qkbench), then runs the harness. The harness exits
+# non-zero when any workload did not run on any store; it never asserts a number.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+QUICK=0
+ARGS=()
+for a in "$@"; do
+  case $a in
+    --quick) QUICK=1 ;;
+    -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) ARGS+=("$a") ;;
+  esac
+done
+
+if command -v go >/dev/null 2>&1; then GO=$(command -v go)
+elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
+else echo "bench/run.sh: no Go toolchain; install Go 1.26 at /usr/local/go or put go on PATH" >&2; exit 1; fi
+
+CACHE=${QK_CACHE:-$REPO/.cache}
+mkdir -p "$CACHE/bench/bin"
+CACHE=$(cd "$CACHE" && pwd)
+log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+log "peers: scripts/deps.sh path etcd etcd-benchmark kine kube-apiserver"
+mapfile -t PEERS < <("$REPO/scripts/deps.sh" path etcd etcd-benchmark kine kube-apiserver)
+((${#PEERS[@]} == 4)) || { echo "bench/run.sh: scripts/deps.sh did not return 4 paths" >&2; exit 1; }
+
+BIN=$CACHE/bench/bin
+log "building quantykube and bench/cmd/qkbench"
+(cd "$REPO" && "$GO" build -o "$BIN/quantykube" ./cmd/quantykube && "$GO" build -o "$BIN/qkbench" ./bench/cmd/qkbench)
+
+REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [[ -n $(git -C "$REPO" status --porcelain -- cmd internal go.mod 2>/dev/null) ]]; then REV="$REV + uncommitted changes"; fi
+
+if ((QUICK)); then
+  WORK=$CACHE/bench/quick
+  OUT=$WORK/benchmarks-quick.md
+  MODE=(--quick)
+else
+  WORK=$CACHE/bench/full-$(date -u +%Y%m%dT%H%M%SZ)
+  OUT=$REPO/docs/benchmarks.md
+  MODE=()
+  mkdir -p "$REPO/docs"
+fi
+rm -rf "$WORK"
+mkdir -p "$WORK"
+log "work dir $WORK; report $OUT; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+
+"$BIN/qkbench" "${MODE[@]}" \
+  --store "$BIN/quantykube" --etcd "${PEERS[0]}" --etcd-benchmark "${PEERS[1]}" --kine "${PEERS[2]}" \
+  --kube-apiserver "${PEERS[3]}" --work "$WORK" --out "$OUT" --json "$WORK/results.json" \
+  --analysis "$REPO/bench/analysis.md" \
+  --versions "quantykube=commit $REV, built with $("$GO" env GOVERSION)" \
+  "${ARGS[@]}"
+log "done: report $OUT (unless --out overrode it); raw results $WORK/results.json"
