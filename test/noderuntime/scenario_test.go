@@ -170,7 +170,7 @@ func (c *cluster) survivesRuntimeKill(t *testing.T, node, selector string) {
 	if after := c.containerIDs(t, selector, node); after != before {
 		t.Fatalf("containers changed across kill -9 of the runtime:\nbefore %s\nafter  %s", before, after)
 	}
-	pods := c.podsRunOn(t, selector, node, "quantykube", strings.Count(before, "/"))
+	pods := c.podsRunOn(t, selector, node, "quantykube", len(strings.Fields(before)))
 	c.streams(t, pods[0])
 	t.Logf("kill -9 of quantykube runtime (pid %s): containers kept running (%s), node stayed Ready", pid, before)
 }
