@@ -62,6 +62,10 @@ func (s *Service) ImageStatus(ctx context.Context, r *runtimeapi.ImageStatusRequ
 	return resp, nil
 }
 
+// replyMargin is the least time left before the caller's deadline for a
+// pull's success to be worth sending.
+const replyMargin = 10 * time.Millisecond
+
 // PullImage pulls through the configured mirrors and returns the image ID.
 func (s *Service) PullImage(ctx context.Context, r *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
 	ref := r.GetImage().GetImage()
@@ -80,8 +84,13 @@ func (s *Service) PullImage(ctx context.Context, r *runtimeapi.PullImageRequest)
 	im, err := s.images.Pull(ctx, ref, auth)
 	if err == nil {
 		// The caller's deadline wins even when the pull itself made it: a client that gave
-		// up must see DeadlineExceeded, not a late success.
+		// up must see DeadlineExceeded, not a late success. A success that would reach the
+		// caller only after its deadline (less than replyMargin left) counts as late too;
+		// otherwise a pull served from a local mirror races a very short deadline.
 		err = ctx.Err()
+		if d, ok := ctx.Deadline(); ok && err == nil && time.Until(d) < replyMargin {
+			err = context.DeadlineExceeded
+		}
 	}
 	if err != nil {
 		return nil, grpcErr(fmt.Errorf("pull %s: %w", ref, err))
