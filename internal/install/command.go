@@ -2,7 +2,6 @@ package install
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -111,7 +110,3 @@ func (s *Subject) DryRun(ctx context.Context, op string) {
 	}
 	(&Runner{Log: s.Log}).DryRun(s.Out, s.Plan(op))
 }
-
-// ErrNotInstalled is returned by Preflight hooks of undo when there is
-// nothing to go back from.
-var ErrNotInstalled = errors.New("not installed")

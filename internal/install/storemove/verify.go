@@ -51,15 +51,11 @@ func EtcdDigest(ctx context.Context, cli *clientv3.Client, rev int64, page int) 
 	return d, nil
 }
 
-// StoreDigest digests the store at rev.
+// StoreDigest digests the store at rev, in one pass.
 func StoreDigest(ctx context.Context, st *mvcc.Store, rev int64) (Digest, error) {
-	h, at, _, err := st.HashKV(ctx, rev)
+	d, err := st.HashKV(ctx, rev)
 	if err != nil {
 		return Digest{}, fmt.Errorf("hash the store at revision %d: %w", rev, err)
 	}
-	r, err := st.Range(ctx, countAll(at))
-	if err != nil {
-		return Digest{}, fmt.Errorf("count the store's keys at revision %d: %w", rev, err)
-	}
-	return Digest{Revision: at, Keys: r.Count, Hash: h}, nil
+	return Digest{Revision: d.Revision, Keys: d.Keys, Hash: d.Hash}, nil
 }

@@ -48,7 +48,6 @@ type mon struct {
 
 	clientsMu sync.Mutex
 	clients   map[net.Conn]struct{}
-	attached  bool
 }
 
 // Run is the monitor's main. It returns after the container has exited and its exit was recorded.

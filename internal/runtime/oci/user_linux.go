@@ -24,24 +24,30 @@ type passwdEntry struct {
 
 func readPasswd(rootfs string) []passwdEntry {
 	var out []passwdEntry
-	f, err := os.Open(filepath.Join(rootfs, "etc/passwd"))
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		p := strings.Split(sc.Text(), ":")
-		if len(p) < 4 {
-			continue
-		}
+	scanColonFile(filepath.Join(rootfs, "etc/passwd"), func(p []string) {
 		uid, e1 := strconv.ParseUint(p[2], 10, 32)
 		gid, e2 := strconv.ParseUint(p[3], 10, 32)
 		if e1 == nil && e2 == nil {
 			out = append(out, passwdEntry{p[0], uint32(uid), uint32(gid)})
 		}
-	}
+	})
 	return out
+}
+
+// scanColonFile calls fn with the fields of every line of an /etc/passwd- or
+// /etc/group-style file that has at least four; a missing file has none.
+func scanColonFile(path string, fn func([]string)) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if p := strings.Split(sc.Text(), ":"); len(p) >= 4 {
+			fn(p)
+		}
+	}
 }
 
 type groupEntry struct {
@@ -52,27 +58,17 @@ type groupEntry struct {
 
 func readGroup(rootfs string) []groupEntry {
 	var out []groupEntry
-	f, err := os.Open(filepath.Join(rootfs, "etc/group"))
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		p := strings.Split(sc.Text(), ":")
-		if len(p) < 4 {
-			continue
-		}
+	scanColonFile(filepath.Join(rootfs, "etc/group"), func(p []string) {
 		gid, err := strconv.ParseUint(p[2], 10, 32)
 		if err != nil {
-			continue
+			return
 		}
 		var m []string
 		if p[3] != "" {
 			m = strings.Split(p[3], ",")
 		}
 		out = append(out, groupEntry{p[0], uint32(gid), m})
-	}
+	})
 	return out
 }
 

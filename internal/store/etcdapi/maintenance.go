@@ -41,20 +41,20 @@ func (s *Server) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmRespon
 
 // HashKV serves Maintenance.HashKV: a hash of every key-value at a revision.
 func (s *Server) HashKV(ctx context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
-	h, rev, compacted, err := s.store.HashKV(ctx, r.Revision)
+	d, err := s.store.HashKV(ctx, r.Revision)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.HashKVResponse{Header: s.header(s.store.Rev()), Hash: h, CompactRevision: compacted, HashRevision: rev}, nil
+	return &pb.HashKVResponse{Header: s.header(s.store.Rev()), Hash: d.Hash, CompactRevision: d.Compacted, HashRevision: d.Revision}, nil
 }
 
 // Hash serves Maintenance.Hash as the HashKV of the current revision.
 func (s *Server) Hash(ctx context.Context, r *pb.HashRequest) (*pb.HashResponse, error) {
-	h, _, _, err := s.store.HashKV(ctx, 0)
+	d, err := s.store.HashKV(ctx, 0)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.HashResponse{Header: s.header(s.store.Rev()), Hash: h}, nil
+	return &pb.HashResponse{Header: s.header(s.store.Rev()), Hash: d.Hash}, nil
 }
 
 // Snapshot is not served yet.

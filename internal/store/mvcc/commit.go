@@ -129,7 +129,6 @@ func (g *group) apply(req *writeRequest) {
 	if g.w.changes > 0 {
 		g.events = append(g.events, g.w.events...)
 	}
-	g.w.end()
 }
 
 func (s *Store) commitGroup(g *group, reqs []*writeRequest) {

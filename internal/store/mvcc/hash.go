@@ -8,21 +8,31 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// HashKV returns a CRC-32C over every key-value live at rev (0: current):
-// key, value, create_revision, mod_revision, version and lease, in key order.
-// Two stores hold the same data at a revision exactly when their hashes
-// match (up to CRC collisions). It also returns the revision hashed and the
-// compacted revision.
-func (s *Store) HashKV(ctx context.Context, rev int64) (uint32, int64, int64, error) {
+// KVDigest is what HashKV reports about the key-values live at a revision.
+type KVDigest struct {
+	// Hash is a CRC-32C over key, value, create_revision, mod_revision,
+	// version and lease of every key, in key order (see HashKeyValue).
+	Hash uint32
+	// Keys is the number of keys hashed.
+	Keys int64
+	// Revision is the revision hashed; Compacted the compacted revision.
+	Revision, Compacted int64
+}
+
+// HashKV digests every key-value live at rev (0: current), in one pass. Two
+// stores hold the same data at a revision exactly when their digests match
+// (up to CRC collisions).
+func (s *Store) HashKV(ctx context.Context, rev int64) (KVDigest, error) {
 	snap, cur, err := s.readView()
 	if err != nil {
-		return 0, 0, 0, err
+		return KVDigest{}, err
 	}
 	defer snap.Close()
 	at, err := s.checkRev(rev, cur)
 	if err != nil {
-		return 0, 0, 0, err
+		return KVDigest{}, err
 	}
+	var keys int64
 	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	var buf []byte
 	emit := func(k, v []byte) error {
@@ -35,6 +45,7 @@ func (s *Store) HashKV(ctx context.Context, rev int64) (uint32, int64, int64, er
 		}
 		buf = HashKeyValue(buf[:0], kv)
 		h.Write(buf)
+		keys++
 		return nil
 	}
 	if at == cur {
@@ -42,7 +53,7 @@ func (s *Store) HashKV(ctx context.Context, rev int64) (uint32, int64, int64, er
 	} else {
 		err = scanHistory(snap, []byte{0}, []byte{0}, at, emit)
 	}
-	return h.Sum32(), at, s.CompactedRev(), err
+	return KVDigest{Hash: h.Sum32(), Keys: keys, Revision: at, Compacted: s.CompactedRev()}, err
 }
 
 // HashKeyValue appends the bytes HashKV hashes for kv to dst; callers that

@@ -18,7 +18,6 @@ var (
 	metaRev       = []byte("m/rev")
 	metaCompacted = []byte("m/compacted")
 	metaFormat    = []byte("m/format")
-	metaIdentity  = []byte("m/identity")
 )
 
 // liveKey is the pebble key holding the live value of key.

@@ -29,8 +29,6 @@ func (w *writeTxn) begin() {
 	w.events = w.events[:0]
 }
 
-func (w *writeTxn) end() {}
-
 // nextRev returns the (main, sub) revision of the next change of the request.
 func (w *writeTxn) nextRev() (int64, int64) {
 	if w.changes == 0 {
