@@ -22,7 +22,7 @@
 set -euo pipefail
 
 lib=$(cd "$(dirname "${BASH_SOURCE[0]}")/kubeadm/lib" && pwd)
-for f in common host net template node artifacts cluster down smoke load scenarios selftest move noderuntime; do
+for f in common host net registry template node artifacts cluster down smoke load scenarios selftest move noderuntime; do
 	# shellcheck source=/dev/null
 	source "$lib/$f.sh"
 done

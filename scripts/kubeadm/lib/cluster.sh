@@ -29,6 +29,7 @@ cmd_up() {
 	set_sysctls
 	mount_nspawn_run
 	net_up
+	registry_up
 	QK_BINDS=(--bind-ro="${QK_BIN[kubelet]}:/usr/bin/kubelet" --bind-ro="${QK_BIN[kubeadm]}:/usr/bin/kubeadm"
 		--bind-ro="${QK_BIN[crictl]}:/usr/bin/crictl" --bind-ro="$QK_STATE/images:/opt/quantykube/images")
 	local names k=0 n
@@ -241,7 +242,10 @@ spec:
       labels: {app: hello-$1, quantykube.io/harness: hello}
     spec:
       nodeSelector: {kubernetes.io/hostname: $1}
-      tolerations: [{operator: Exists}]
+      # Only the control plane's taint: a cordoned or drained node must
+      # not take its pod back (kubectl drain, the operator and the runtime
+      # installer's "drained" check all rely on it).
+      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
       terminationGracePeriodSeconds: 1
       containers:
       - name: hello

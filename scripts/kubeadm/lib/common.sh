@@ -5,12 +5,13 @@
 # a flag); nothing below is a constant of the cluster shape.
 #
 # State layout (QK_STATE, default $QK_CACHE/kubeadm/state):
-#   host/        what `up` made on the host and `down` must undo: bridge, chain,
+#   host/        what `up` made on the host and `down` must undo: bridge, chain, registry (pid),
 #                cgroups (the qk-CLUSTER levels), registered (its entry in the
 #                host-wide registry QK_HOSTREG, see host.sh), template-build
 #                (a template being built)
 #   nodes/NAME/  one node: upper/ (overlay; nspawn keeps its work dir beside it), containerd/ (bound at
-#                /var/lib/containerd), pid (nspawn), console.log, ip, podcidr
+#                /var/lib/containerd), runtime/ (bound at /var/lib/quantykube/runtime: quantykube runtime's
+#                layers need a real filesystem, not the node's overlay), pid (nspawn), console.log, ip, podcidr
 #   kubeconfig   the host's kubeconfig for the cluster
 # `down` reads only this directory and the live system, never the parameters of
 # the `up` that made it, so it works after a crash halfway through `up`.

@@ -31,6 +31,7 @@ cmd_down() {
 		for cg in $(cat "$QK_STATE/host/cgroups"); do [[ -d $cg ]] && left=1; done
 		((left)) || rm -f "$QK_STATE/host/cgroups"
 	fi
+	registry_down
 	net_down
 	template_build_cleanup
 	host_unregister

@@ -140,7 +140,10 @@ version = 2
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "/etc/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "/etc/containerd/certs.d"
 EOF2
+	registry_node_files "$name"
 	echo "$ip" >"$(node_dir "$name")/ip"
 	echo "$pod" >"$(node_dir "$name")/podcidr"
 }
@@ -153,7 +156,7 @@ node_podcidr() { echo "$QK_POD_NET.$(($1 + 1)).0/24"; }
 node_boot() {
 	local name=$1 k=$2 dir cg
 	dir=$(node_dir "$name")
-	mkdir -p "$dir/upper" "$dir/containerd" "$QK_STATE/host"
+	mkdir -p "$dir/upper" "$dir/containerd" "$dir/runtime" "$QK_STATE/host"
 	node_cgroups_make "$name"
 	node_files "$name" "$k"
 	local cgs=()
@@ -164,7 +167,7 @@ node_boot() {
 		systemd-nspawn -b -D "$QK_TEMPLATE" --overlay="$QK_TEMPLATE:$dir/upper:/" -M "$name" --hostname="$name" \
 		--uuid="$(cat /proc/sys/kernel/random/uuid)" --register=no --keep-unit --capability=all \
 		--system-call-filter='add_key keyctl request_key' --network-bridge="$QK_BRIDGE" \
-		--bind="$dir/containerd:/var/lib/containerd" --bind-ro=/dev/kmsg "${QK_BINDS[@]}" \
+		--bind="$dir/containerd:/var/lib/containerd" --bind="$dir/runtime:/var/lib/quantykube/runtime" --bind-ro=/dev/kmsg "${QK_BINDS[@]}" \
 		--resolv-conf=off --timezone=off --console=pipe \
 		</dev/null >"$dir/console.log" 2>&1 &
 	echo $! >"$dir/pid"

@@ -1,0 +1,117 @@
+// Command registry is the kubeadm harness's image registry: it serves every
+// docker-archive tarball of a directory (the images `up` builds) from an
+// in-memory registry (go-containerregistry's pkg/registry) until killed.
+// Nodes reach it as a mirror of each image's upstream registry (containerd
+// through /etc/containerd/certs.d, quantykube runtime through the mirrors of
+// /etc/quantykube/runtime.toml), so images keep their upstream names and a
+// node that lost an image pulls it again, as it would from a real registry.
+//
+// Invariant: a repository is served under its path without the registry
+// host ("registry.k8s.io/pause:3.10.2" as "pause:3.10.2"), which is the path
+// a mirror is asked for. Two upstream registries with one repository path
+// would collide; the harness's images never do, and the command refuses it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:5000", "listen address")
+	dir := flag.String("dir", "", "directory of docker-archive tarballs (*.tar) to serve (required)")
+	ready := flag.String("ready-file", "", "file written once every image is pushed")
+	flag.Parse()
+	if *dir == "" {
+		fmt.Fprintln(os.Stderr, "registry: -dir is required, e.g. -dir .cache/kubeadm/state/images")
+		os.Exit(2)
+	}
+	if err := run(*addr, *dir, *ready); err != nil {
+		fmt.Fprintln(os.Stderr, "registry:", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr, dir, ready string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (another registry running? pick another QK_REGISTRY_PORT)", addr, err)
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+
+	t0 := time.Now()
+	n, err := pushAll(l.Addr().String(), dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "registry: %d images from %s served on %s (pushed in %s)\n", n, dir, l.Addr(), time.Since(t0).Round(time.Millisecond))
+	if ready != "" {
+		if err := os.WriteFile(ready, []byte(l.Addr().String()+"\n"), 0o644); err != nil {
+			return fmt.Errorf("write ready file: %w", err)
+		}
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// pushAll pushes every tag of every tarball in dir to the registry at host.
+func pushAll(host, dir string) (int, error) {
+	tars, err := filepath.Glob(filepath.Join(dir, "*.tar"))
+	if err != nil {
+		return 0, err
+	}
+	sort.Strings(tars)
+	served := map[string]string{} // repository path -> upstream registry
+	n := 0
+	for _, t := range tars {
+		m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(t) })
+		if err != nil {
+			return n, fmt.Errorf("%s: %w", t, err)
+		}
+		for _, d := range m {
+			for _, s := range d.RepoTags {
+				tag, err := name.NewTag(s)
+				if err != nil {
+					return n, fmt.Errorf("%s: tag %q: %w", t, s, err)
+				}
+				repo := tag.RepositoryStr()
+				if up, ok := served[repo]; ok && up != tag.RegistryStr() {
+					return n, fmt.Errorf("%s: repository %q comes from both %s and %s; one mirror path cannot serve both", t, repo, up, tag.RegistryStr())
+				}
+				served[repo] = tag.RegistryStr()
+				img, err := tarball.ImageFromPath(t, &tag)
+				if err != nil {
+					return n, fmt.Errorf("%s: %s: %w", t, s, err)
+				}
+				dst, err := name.NewTag(host+"/"+repo+":"+tag.TagStr(), name.Insecure)
+				if err != nil {
+					return n, err
+				}
+				if err := remote.Write(dst, img, remote.WithContext(context.Background())); err != nil {
+					return n, fmt.Errorf("push %s: %w", s, err)
+				}
+				n++
+			}
+		}
+	}
+	return n, nil
+}
