@@ -95,6 +95,14 @@ const (
 	StepDone      = "done"
 )
 
+// Steps of a node whose move passed its deadline after host work began: its
+// own undo runs (rollback), then the operator waits until the node is Ready
+// on its old runtime (rollback-wait). The phase is already Failed.
+const (
+	StepRollback     = "rollback"
+	StepRollbackWait = "rollback-wait"
+)
+
 // InstallationStatus is written before every step, so an operator restarted
 // at any point reads where it was and goes on.
 type InstallationStatus struct {
@@ -104,7 +112,8 @@ type InstallationStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 	// Step is the step now running ("store", "cordon", "drain", "runtime",
-	// "wait-ready", "uncordon") or "done".
+	// "wait-ready", "uncordon"; "rollback", "rollback-wait" for a node that
+	// passed its deadline) or "done".
 	// +optional
 	Step string `json:"step,omitempty"`
 	// Node is the node Step acts on ("" for the store).

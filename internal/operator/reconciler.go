@@ -200,10 +200,17 @@ func (r *Reconciler) begin(in *v1.Installation, t task) {
 func (r *Reconciler) runStep(ctx context.Context, in *v1.Installation) (ctrl.Result, error) {
 	st := &in.Status
 	t := task{Step: st.Step, Node: st.Node}
+	if t.Step == v1.StepRollback || t.Step == v1.StepRollbackWait {
+		return r.runRollback(ctx, in, t)
+	}
 	if t.Node != "" {
 		if i := nodeIndex(st, t.Node); i >= 0 && st.Nodes[i].Start != nil {
 			if late := r.Now().Sub(st.Nodes[i].Start.Time); late > r.nodeTimeout(in) {
-				return ctrl.Result{}, r.fail(ctx, in, t, fmt.Errorf("node %s did not finish within %v (spec.nodeTimeout); last: %s", t.Node, r.nodeTimeout(in), st.Nodes[i].Message))
+				cause := fmt.Errorf("node %s did not finish within %v (spec.nodeTimeout); last: %s", t.Node, r.nodeTimeout(in), st.Nodes[i].Message)
+				if hostWorkMayHaveBegun(in, t) {
+					return ctrl.Result{RequeueAfter: stepGap}, r.startRollback(ctx, in, t, cause)
+				}
+				return ctrl.Result{}, r.fail(ctx, in, t, cause)
 			}
 		}
 	}

@@ -141,10 +141,25 @@ func TestReconcilerRealAPIServer(t *testing.T) {
 		if took := time.Since(start); took > 20*time.Second {
 			t.Errorf("took %v to notice an 8 s deadline", took)
 		}
-		// The node is left as its (hung) runtime step left it: cordoned, not
-		// uncordoned behind the host's back; the store stays moved.
-		if !getNode(t, api.Client, "w1").Spec.Unschedulable || got.Status.Store != string(v1.PhaseMoved) {
-			t.Errorf("after the deadline: w1 schedulable or store %q", got.Status.Store)
+		// Failed at once, and the node's own undo runs: until it ends the
+		// node stays cordoned; the store stays moved.
+		if got.Status.Step != v1.StepRollback || !getNode(t, api.Client, "w1").Spec.Unschedulable || got.Status.Store != string(v1.PhaseMoved) {
+			t.Errorf("after the deadline: step %q, w1 schedulable=%v, store %q; want rollback, cordoned, Moved",
+				got.Status.Step, !getNode(t, api.Client, "w1").Spec.Unschedulable, got.Status.Store)
+		}
+		// The host answers again: undo runtime runs there, the node is Ready
+		// on its old runtime and uncordoned; the Installation stays Failed.
+		w.hosts.silent["w1"] = false
+		for i := 0; i < 60 && got.Status.Step != ""; i++ {
+			w.pass(t)
+			got = w.installation(t)
+			time.Sleep(100 * time.Millisecond)
+		}
+		if got.Status.Phase != v1.PhaseFailed || got.Status.Step != "" || !strings.Contains(got.Status.Message, "rolled back: Ready on containerd://") {
+			t.Fatalf("after the rollback: phase %s, step %q (%s); want Failed, rolled back", got.Status.Phase, got.Status.Step, got.Status.Message)
+		}
+		if getNode(t, api.Client, "w1").Spec.Unschedulable || got.Status.Nodes[0].State != string(v1.PhaseFailed) || w.hosts.pods["qk-undo-runtime-run-w1-1"] == 0 {
+			t.Errorf("after the rollback: w1 cordoned, node state %q, undo pods %v", got.Status.Nodes[0].State, w.hosts.pods)
 		}
 	})
 

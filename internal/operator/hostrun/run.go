@@ -43,6 +43,12 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	}
 	r.defaults()
 	res := Result{Subject: r.Subject, Op: r.Op}
+	if !r.CheckOnly {
+		if done := r.settleOpposite(ctx); !done {
+			res.State = StateStarted // the pod's context ended while waiting; a later attempt goes on
+			return res, nil
+		}
+	}
 	lr, err := readLastRun(r.hostPath(r.Journal()))
 	if err != nil {
 		return res, err
@@ -150,12 +156,43 @@ func (r *Runner) follow(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
+// settleOpposite makes sure the opposite operation on the same subject is
+// not about to run behind this one: a timer still waiting to start it is
+// stopped (that run never begins), and a run already going is waited for
+// (the installers' lock would refuse us anyway, and its end is what we
+// undo or redo). It reports false if ctx ended first.
+func (r *Runner) settleOpposite(ctx context.Context) bool {
+	other := Target{Subject: r.Subject, Op: "undo"}
+	if r.Op == "undo" {
+		other.Op = "install"
+	}
+	if out, err := r.HostCommand(ctx, "systemctl", "stop", other.Unit()+".timer"); err != nil {
+		r.Log.Debug("stop timer", "unit", other.Unit(), "err", err, "out", strings.TrimSpace(string(out)))
+	}
+	t := time.NewTicker(r.Poll)
+	defer t.Stop()
+	for r.isActive(ctx, other.Unit()+".service") {
+		r.Log.Info("waiting for the opposite run to end", "unit", other.Unit())
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
 // RuntimeStartDelay is how long after its host pod a runtime unit starts.
 var RuntimeStartDelay = 10 * time.Second
 
 // unitActive reports whether the unit runs, or its timer waits to start it.
 func (r *Runner) unitActive(ctx context.Context) bool {
-	out, _ := r.HostCommand(ctx, "systemctl", "is-active", r.Unit()+".service", r.Unit()+".timer")
+	return r.isActive(ctx, r.Unit()+".service", r.Unit()+".timer")
+}
+
+// isActive reports whether any of the units is active (or changing state).
+func (r *Runner) isActive(ctx context.Context, units ...string) bool {
+	out, _ := r.HostCommand(ctx, "systemctl", append([]string{"is-active"}, units...)...)
 	for _, s := range strings.Fields(string(out)) {
 		if s == "active" || s == "activating" || s == "deactivating" || s == "reloading" {
 			return true

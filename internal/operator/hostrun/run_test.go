@@ -150,3 +150,46 @@ func TestTargetValidate(t *testing.T) {
 		t.Error("unknown op accepted")
 	}
 }
+
+// An undo that arrives while the install's timer still waits stops that
+// timer (the install never starts), and waits for an install already running.
+func TestRunSettlesTheOppositeRun(t *testing.T) {
+	h := &fakeHost{root: t.TempDir()}
+	var calls []string
+	installRunning := 3 // passes of `is-active` that still see the install service running
+	cmd := func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		calls = append(calls, name+" "+strings.Join(args, " "))
+		if name == "systemctl" && args[0] == "is-active" && args[1] == "quantykube-install-store.service" {
+			if installRunning > 0 {
+				installRunning--
+				return []byte("active\n"), nil
+			}
+		}
+		return h.command(ctx, name, args...)
+	}
+	// The install finishes while the undo waits: its journal says installed.
+	if err := os.MkdirAll(filepath.Join(h.root, "var/lib/quantykube/install/store"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	j, err := install.OpenJournal(filepath.Join(h.root, "var/lib/quantykube/install/store/journal.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(j, "install", install.EventBegin, install.EventEnd, install.EventDone)
+	h.onStart = func(j *install.Journal) { record(j, "undo", install.EventBegin, install.EventEnd, install.EventDone) }
+	r := newRunner(t, h, "undo")
+	r.HostCommand = cmd
+	res, err := r.Run(context.Background())
+	if err != nil || res.State != StateDone {
+		t.Fatalf("result %+v, err %v; want done", res, err)
+	}
+	if calls[0] != "systemctl stop quantykube-install-store.timer" {
+		t.Errorf("first host command %q; want the install's timer stopped", calls[0])
+	}
+	if installRunning != 0 {
+		t.Errorf("the undo did not wait for the running install")
+	}
+	if len(h.started) != 1 || !strings.Contains(h.started[0], "--unit=quantykube-undo-store") {
+		t.Errorf("units started %v; want the undo once, after the install ended", h.started)
+	}
+}

@@ -50,7 +50,7 @@ load_object() {
 	fi
 }
 
-# load_deployment NS REPLICAS: REPLICAS pods spread one per node (control planes included).
+# load_deployment NS REPLICAS: REPLICAS pods spread over the nodes (control planes included).
 load_deployment() {
 	cat <<EOF2
 apiVersion: apps/v1
@@ -66,12 +66,14 @@ spec:
     metadata:
       labels: {app: spread, quantykube.io/harness: load}
     spec:
-      tolerations: [{operator: Exists}]
+      # The control plane's taint only, and a soft spread: a drained node's
+      # pods move to the others instead of coming back to it.
+      tolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]
       terminationGracePeriodSeconds: 1
       topologySpreadConstraints:
       - maxSkew: 1
         topologyKey: kubernetes.io/hostname
-        whenUnsatisfiable: DoNotSchedule
+        whenUnsatisfiable: ScheduleAnyway
         labelSelector: {matchLabels: {app: spread}}
       containers:
       - name: app
