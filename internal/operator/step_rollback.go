@@ -19,9 +19,9 @@ import (
 // the Installation turns Failed at once, and the node gets its own undo:
 // `quantykube undo runtime` on the host (which first cancels a pending
 // install and lets a running one end, see hostrun), then a wait until the
-// node is Ready on its old runtime, then uncordon if we cordoned it. The
-// rollback is bounded by the node's deadline again; past it the message
-// says what to run by hand.
+// node is Ready on its old runtime; it stays cordoned, like any failed node,
+// until spec.undo. The rollback is bounded by the node's deadline again;
+// past it the message says what to run by hand.
 //
 // Invariant: while Step is rollback or rollback-wait the phase is Failed,
 // Degraded is True and Progressing is True; when the rollback ends Step is
@@ -87,8 +87,9 @@ func (r *Reconciler) runRollback(ctx context.Context, in *v1.Installation, t tas
 	return ctrl.Result{RequeueAfter: stepPoll}, r.writeStatus(ctx, in)
 }
 
-// rollbackWait is done when the node is Ready on a runtime other than ours,
-// and uncordons it if we cordoned it.
+// rollbackWait is done when the node is Ready on a runtime other than ours.
+// The node stays cordoned, as after any failed node step: a person looks
+// first, and spec.undo uncordons it (if it was not cordoned before us).
 func (r *Reconciler) rollbackWait(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
 	n, err := r.getNode(ctx, name)
 	if err != nil {
@@ -98,14 +99,7 @@ func (r *Reconciler) rollbackWait(ctx context.Context, in *v1.Installation, name
 	if !nodeReady(n) || strings.HasPrefix(rt, runtimePrefix) {
 		return outcome{progress: fmt.Sprintf("waiting for Ready on the old runtime (now %s, ready=%v)", rt, nodeReady(n))}, nil
 	}
-	detail := "Ready on " + rt
-	if !in.Status.Nodes[nodeIndex(&in.Status, name)].WasCordoned {
-		if err := r.setUnschedulable(ctx, name, false); err != nil {
-			return outcome{}, err
-		}
-		detail += ", uncordoned"
-	}
-	return outcome{done: true, detail: detail}, nil
+	return outcome{done: true, detail: "Ready on " + rt}, nil
 }
 
 // finishRollback ends the rollback: the node is Failed with its cause, and
@@ -117,11 +111,11 @@ func (r *Reconciler) finishRollback(ctx context.Context, in *v1.Installation, t 
 	i := nodeIndex(st, t.Node)
 	n := &st.Nodes[i]
 	cause := n.Message
-	ending := "rolled back"
+	ending := "rolled back; left cordoned (spec.undo uncordons it)"
 	if rbErr != nil {
 		ending = "rollback failed: " + rbErr.Error()
 	} else if node, err := r.getNode(ctx, t.Node); err == nil {
-		ending = "rolled back: Ready on " + node.Status.NodeInfo.ContainerRuntimeVersion
+		ending = "rolled back: Ready on " + node.Status.NodeInfo.ContainerRuntimeVersion + ", left cordoned (spec.undo uncordons it)"
 	}
 	n.State, n.End = string(v1.PhaseFailed), &now
 	st.Step, st.StepStarted, st.Attempt = "", nil, 0
