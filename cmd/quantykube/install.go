@@ -87,6 +87,7 @@ func newStoreMoveCommand(undo bool) *cobra.Command {
 func newRuntimeMoveCommand(undo bool) *cobra.Command {
 	p := runtimemove.DefaultPaths()
 	var name string
+	var noPrepull bool
 	short := "Move the kubelet of this drained kubeadm node from its container runtime onto quantykube runtime"
 	if undo {
 		short = "Move the kubelet of this node back from quantykube runtime onto the runtime it ran on before"
@@ -100,7 +101,10 @@ func newRuntimeMoveCommand(undo bool) *cobra.Command {
 		f.StringVar(&p.RuntimeConfig, "runtime-config", p.RuntimeConfig, "quantykube runtime's configuration (TOML; defaults apply when absent)")
 		f.StringVar(&p.ImageArchives, "image-archives", "", "a directory of docker-archive tarballs to import before copying images from the old runtime")
 		f.StringVar(&name, "node-name", "", "the node's name in the API (default: the host name)")
+		if !undo {
+			f.BoolVar(&noPrepull, "no-prepull", false, "do not copy the pods' images into quantykube runtime first: the static and DaemonSet pods pull them when they restart (for nodes with a nearby registry or mirror; their restart then includes the pull)")
+		}
 	}, func(log *slog.Logger, out io.Writer) mover {
-		return &runtimemove.Mover{Paths: p, Log: log, Out: out, NodeName: name}
+		return &runtimemove.Mover{Paths: p, Log: log, Out: out, NodeName: name, NoPrepull: noPrepull}
 	})
 }

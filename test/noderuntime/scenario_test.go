@@ -137,7 +137,7 @@ func TestControlPlaneAndBack(t *testing.T) {
 func (c *cluster) staticPodsOn(t *testing.T, runtime string) {
 	t.Helper()
 	c.readyOn(t, c.cp, runtime)
-	for _, p := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+	for _, p := range staticPods {
 		name := p + "-" + c.cp
 		waitFor(t, name+" on "+runtime, 3*time.Minute, func() bool {
 			out, err := exec.Command("kubectl", "--kubeconfig", c.kubeconfig, "-n", "kube-system", "get", "pod", name,

@@ -31,6 +31,12 @@ type Mover struct {
 	NodeName string
 	// ReadyTimeout bounds the wait for the node after the kubelet starts.
 	ReadyTimeout time.Duration
+	// NoPrepull skips copying the pods' images into quantykube runtime
+	// before the kubelet stops: the pods pull them when they restart, so
+	// they are only as fast as the node's registry (and fail to start
+	// without one). The prepull step stays in the plan and the journal, as
+	// a no-op, so a rerun with or without the flag recovers the same plan.
+	NoPrepull bool
 
 	meta         *meta
 	cs           *kubernetes.Clientset
@@ -116,6 +122,9 @@ func (m *Mover) prepare(ctx context.Context, op string) error {
 // the plan and changes nothing.
 func (m *Mover) Install(ctx context.Context, dryRun bool) error {
 	m.defaults()
+	if m.NoPrepull && m.Paths.ImageArchives != "" {
+		return fmt.Errorf("--image-archives %s is only read by the prepull, which --no-prepull skips: drop one of the two flags", m.Paths.ImageArchives)
+	}
 	if dryRun {
 		m.subject().DryRun(ctx, "install")
 		if m.meta != nil {
@@ -144,8 +153,7 @@ func (m *Mover) installPlan() *install.Plan {
 	return &install.Plan{Op: "install", Steps: []install.Step{
 		{Name: "start-runtime", Impact: "none: the quantykube-runtime unit starts beside " + old,
 			Do: m.startRuntimeDo, Undo: m.removeRuntime},
-		{Name: "prepull", Impact: "none: the images of the static and DaemonSet pods are copied into quantykube runtime",
-			Do: m.prepullDo},
+		{Name: "prepull", Impact: m.prepullImpact(), Do: m.prepullDo},
 		{Name: "stop-kubelet", Impact: "the kubelet stops: the node goes NotReady after its grace period; pods keep running",
 			Do: m.stopKubelet, Undo: m.startKubeletOld},
 		{Name: "remove-old-pods", Impact: "pods stop: " + restart + " (they restart on quantykube runtime)",
@@ -200,7 +208,21 @@ func (m *Mover) removeRuntime(ctx context.Context) error {
 	return systemd.Remove(ctx, UnitName)
 }
 
-func (m *Mover) prepullDo(ctx context.Context) error { return m.prepull(ctx, m.meta.Images) }
+func (m *Mover) prepullImpact() string {
+	if m.NoPrepull {
+		return "skipped (--no-prepull): the static and DaemonSet pods pull their images through quantykube runtime's registry mirrors when they restart, so they stay down longer"
+	}
+	return "none: the images of the static and DaemonSet pods are copied into quantykube runtime"
+}
+
+func (m *Mover) prepullDo(ctx context.Context) error {
+	if m.NoPrepull {
+		m.Log.Info("prepull skipped (--no-prepull)")
+		fmt.Fprintln(m.Out, "  skipped (--no-prepull): the pods pull their images when they restart")
+		return nil
+	}
+	return m.prepull(ctx, m.meta.Images)
+}
 
 func (m *Mover) stopKubelet(ctx context.Context) error {
 	m.kubeletStop = time.Now()
