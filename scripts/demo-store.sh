@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# demo-store.sh — the main job on an embedded default, until the kubeadm demo lands:
+# demo-store.sh — the store alone, without a cluster (the main demo is scripts/kubeadm.sh demo):
 # start `quantykube store` over TLS with client-cert auth (certificates laid out as kubeadm makes
 # them), run a real kube-apiserver v1.36.3 on it, and drive it with kubectl so a person can read
 # what happens: create, list, watch, patch, delete, and resourceVersions that are the store's

@@ -11,12 +11,17 @@
 #      of up halfway (test/kubeadm/down_test.sh plain|twice|crash)
 #   4. the moves on a real cluster: install store / undo store (scripts/kubeadm.sh move, test/move)
 #      and install runtime / undo runtime on the worker and the control plane (scripts/kubeadm.sh
-#      node, test/noderuntime), each with a failure and a kill -9 at every step, and bad input
+#      node, test/noderuntime), each with a failure and a kill -9 at every step, and bad input; pod
+#      restart with and without the prepull; the control plane's runtime moved with the store moved
 #   5. the runtime: critest v1.37.0 fully offline (scripts/critest.sh), kill -9 and restart of the
 #      runtime with containers running (scripts/critest/restart.sh), a real kubelet on it
 #      (scripts/critest/kubelet.sh)
 #   6. bench/run.sh --quick: every benchmark workload once against the store, etcd and kine (a smoke
 #      check that asserts that each ran, never a number; the full run writes docs/benchmarks.md)
+#   7. the operator end to end on a fresh cluster (scripts/kubeadm.sh e2e, test/e2e): 5,000 objects,
+#      deploy/quantykube.yaml applied, the store and a labelled worker Moved then Undone with the
+#      operator pod killed at every step, every resourceVersion kept, every pod Running; then a
+#      worker with an injected fault: Failed within its deadline, rolled back, the rest untouched
 #
 # Real binaries are built from the Go module proxy by scripts/deps.sh and cached under
 # ${QK_CACHE:-<repo>/.cache}; the first run on a fresh machine spends most of its time there.
@@ -25,7 +30,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export PATH=$PATH:/usr/local/go/bin
-STAGES=${STAGES:-"1 2 3 4 5 6"}
+STAGES=${STAGES:-"1 2 3 4 5 6 7"}
 CACHE=${QK_CACHE:-$ROOT/.cache}
 stage() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
 want() { [[ " $STAGES " == *" $1 "* ]]; }
@@ -72,6 +77,14 @@ fi
 if want 6; then
   stage "6. benchmarks, quick: every workload ran on every store"
   bench/run.sh --quick
+fi
+if want 7; then
+  stage "7. the operator end to end: move and undo through one Installation, killed at every step, a failing node"
+  trap 'scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
+  scripts/kubeadm.sh up --workers 1
+  scripts/kubeadm.sh e2e
+  scripts/kubeadm.sh down
+  trap - EXIT
 fi
 stage "all stages passed"
 n=0; for s in $STAGES; do n=$((n + 1)); done

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
@@ -161,6 +164,54 @@ func TestReconcilerRealAPIServer(t *testing.T) {
 		if !getNode(t, api.Client, "w1").Spec.Unschedulable || got.Status.Nodes[0].State != string(v1.PhaseFailed) || w.hosts.pods["qk-undo-runtime-run-w1-1"] == 0 {
 			t.Errorf("after the rollback: w1 schedulable, node state %q, undo pods %v", got.Status.Nodes[0].State, w.hosts.pods)
 		}
+	})
+
+	t.Run("a PodDisruptionBudget that blocks the drain fails at the deadline", func(t *testing.T) {
+		w := newWorld(t, api, true, []string{"cp1"}, []string{"w1"})
+		// The pods carry no labels; give one a label and a budget that allows
+		// no disruption.
+		var p corev1.Pod
+		if err := api.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "w1-app-a"}, &p); err != nil {
+			t.Fatal(err)
+		}
+		p.Labels = map[string]string{"app": "guarded"}
+		if err := api.Client.Update(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+		// A budget guards only running pods (a pending one may be evicted).
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		if err := api.Client.Status().Update(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+		pdb := &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "guarded"},
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				Selector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}},
+			},
+		}
+		mustCreate(t, api.Client, pdb)
+		defer func() { _ = api.Client.Delete(ctx, pdb) }()
+		// The status kube-controller-manager's disruption controller would
+		// write (there is none here; an unobserved budget makes the API
+		// server answer 429 with Retry-After, which client-go waits out).
+		pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: 0, CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
+		if err := api.Client.Status().Update(ctx, pdb); err != nil {
+			t.Fatal(err)
+		}
+		in := defaultInstallation()
+		in.Spec.NodeTimeout = &metav1.Duration{Duration: 8 * time.Second}
+		mustCreate(t, api.Client, in)
+		_, got := w.runUntil(t, 60, v1.PhaseFailed)
+		if !strings.Contains(got.Status.Message, "node w1: drain failed") || !strings.Contains(got.Status.Message, "PodDisruptionBudget") {
+			t.Errorf("message %q; want the drain failed, naming the PodDisruptionBudget", got.Status.Message)
+		}
+		// Nothing else touched: the node is uncordoned, its runtime never ran.
+		if getNode(t, api.Client, "w1").Spec.Unschedulable || w.hosts.installed["runtime/w1"] {
+			t.Errorf("after a blocked drain: w1 cordoned or its runtime installed")
+		}
+		noHostPods(t, api.Client)
 	})
 
 	t.Run("bad input touches nothing", func(t *testing.T) {

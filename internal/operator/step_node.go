@@ -7,7 +7,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -100,10 +102,45 @@ func (r *Reconciler) drainStep(ctx context.Context, in *v1.Installation, name st
 		return outcome{done: true, detail: fmt.Sprintf("%d pods evicted", len(pods))}, nil
 	}
 	msg := fmt.Sprintf("draining (%d pods left)", n)
-	if err != nil {
+	if blocked := r.blockingBudgets(ctx, left.Pods()); len(blocked) > 0 {
+		// The drain helper reports these only as a timeout: name them, and
+		// what to do.
+		msg += fmt.Sprintf(": blocked by PodDisruptionBudget %s (no disruption allowed); relax it or make room elsewhere, or the node fails at spec.nodeTimeout",
+			strings.Join(blocked, ", "))
+	} else if err != nil {
 		msg += ": " + firstLine(err.Error())
 	}
 	return outcome{progress: msg}, nil
+}
+
+// blockingBudgets names the PodDisruptionBudgets (ns/name) that select one
+// of pods and allow no disruption now.
+func (r *Reconciler) blockingBudgets(ctx context.Context, pods []corev1.Pod) []string {
+	seen := map[string]bool{}
+	var out []string
+	budgets := map[string][]policyv1.PodDisruptionBudget{}
+	for _, p := range pods {
+		list, ok := budgets[p.Namespace]
+		if !ok {
+			l, err := r.Kube.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				r.Log.Warn("list PodDisruptionBudgets", "namespace", p.Namespace, "err", err)
+				continue
+			}
+			list, budgets[p.Namespace] = l.Items, l.Items
+		}
+		for _, b := range list {
+			sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+			if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) || b.Status.DisruptionsAllowed > 0 {
+				continue
+			}
+			if k := b.Namespace + "/" + b.Name; !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
 }
 
 // runtimeStep starts install/undo runtime on the node as a transient unit

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quantyroot/quantykube/test/harness"
+)
+
+// loadSelector picks the objects `scripts/kubeadm.sh load` made.
+const loadSelector = "quantykube.io/harness=load"
+
+// versions maps "Kind ns/name" to resourceVersion for every loaded
+// ConfigMap and Secret.
+func (c *cluster) versions(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	ctx := context.Background()
+	err := harness.Retry(func() error {
+		clear(out)
+		opts := metav1.ListOptions{LabelSelector: loadSelector}
+		cms, err := c.CS.CoreV1().ConfigMaps("").List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		for _, m := range cms.Items {
+			out["ConfigMap "+m.Namespace+"/"+m.Name] = m.ResourceVersion
+		}
+		secrets, err := c.CS.CoreV1().Secrets("").List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		for _, s := range secrets.Items {
+			out["Secret "+s.Namespace+"/"+s.Name] = s.ResourceVersion
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("list loaded objects: %v", err)
+	}
+	return out
+}
+
+// sameVersions fails the test unless every object of want is there with
+// the same resourceVersion.
+func (c *cluster) sameVersions(t *testing.T, when string, want map[string]string) {
+	t.Helper()
+	got := c.versions(t)
+	var bad []string
+	for k, rv := range want {
+		if got[k] != rv {
+			bad = append(bad, fmt.Sprintf("%s: %q, was %q", k, got[k], rv))
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		t.Fatalf("%s: %d of %d objects lost or changed their resourceVersion, e.g. %s", when, len(bad), len(want), strings.Join(bad[:min(5, len(bad))], "; "))
+	}
+	t.Logf("%s: all %d objects kept their resourceVersions", when, len(want))
+}
+
+// allPodsRunning waits until every pod of the cluster runs with all its
+// containers ready (or has succeeded), none Pending or terminating.
+func (c *cluster) allPodsRunning(t *testing.T, when string) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(6 * time.Minute)
+	for {
+		pods, err := c.CS.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+		if err == nil {
+			last = notRunning(pods.Items)
+			if last == "" {
+				t.Logf("%s: all %d pods Running", when, len(pods.Items))
+				return
+			}
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: pods not all Running after 6 min: %s", when, last)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
+
+func notRunning(pods []corev1.Pod) string {
+	var bad []string
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		ok := p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning
+		for _, cs := range p.Status.ContainerStatuses {
+			ok = ok && cs.Ready
+		}
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s/%s %s on %q", p.Namespace, p.Name, p.Status.Phase, p.Spec.NodeName))
+		}
+	}
+	sort.Strings(bad)
+	return strings.Join(bad, ", ")
+}

@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+	"github.com/quantyroot/quantykube/test/harness"
+)
+
+// cluster is the test's environment, set by `scripts/kubeadm.sh e2e`.
+type cluster struct {
+	*harness.Cluster
+	worker, cp string // node names
+	cpIP       string // the API server's address (the harness has no kube-proxy)
+	manifest   string // deploy/quantykube.yaml
+	demo       bool   // the demo: a clean run, no operator kills, no fault
+	c          client.Client
+}
+
+func setup(t *testing.T) *cluster {
+	c := &cluster{
+		worker: os.Getenv("QK_E2E_WORKER"), cp: os.Getenv("QK_E2E_CP"), cpIP: os.Getenv("QK_E2E_CP_IP"),
+		manifest: os.Getenv("QK_E2E_MANIFEST"), demo: os.Getenv("QK_E2E_DEMO") == "true",
+	}
+	kubeconfig := os.Getenv("QK_E2E_KUBECONFIG")
+	if kubeconfig == "" || c.worker == "" || c.cp == "" || c.cpIP == "" || c.manifest == "" {
+		if os.Getenv("CI") == "true" && os.Getenv("QK_E2E_REQUIRED") == "true" {
+			t.Fatal("QK_E2E_KUBECONFIG, QK_E2E_WORKER, QK_E2E_CP, QK_E2E_CP_IP and QK_E2E_MANIFEST must be set; run `scripts/kubeadm.sh e2e`")
+		}
+		t.Skip("no cluster: run `scripts/kubeadm.sh e2e`, which sets QK_E2E_* for this test")
+	}
+	c.Cluster = harness.Connect(t, kubeconfig, 100)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if c.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// kubectl runs the host's kubectl against the cluster, stdin from in.
+func (c *cluster) kubectl(t *testing.T, in string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(in)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// applyManifest applies deploy/quantykube.yaml as a user would, with one
+// change the harness needs: it runs no kube-proxy, so the operator is told
+// where the API server is (KUBERNETES_SERVICE_HOST/PORT, which client-go's
+// in-cluster config reads).
+func (c *cluster) applyManifest(t *testing.T) {
+	t.Helper()
+	data, err := os.ReadFile(c.manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const anchor = "        env:\n"
+	if strings.Count(string(data), anchor) != 1 {
+		t.Fatalf("%s: want exactly one container env list to extend", c.manifest)
+	}
+	env := anchor + fmt.Sprintf("        - {name: KUBERNETES_SERVICE_HOST, value: %q}\n        - {name: KUBERNETES_SERVICE_PORT, value: \"6443\"}\n", c.cpIP)
+	c.kubectl(t, strings.Replace(string(data), anchor, env, 1), "apply", "-f", "-")
+}
+
+// installation reads the Installation; nil while it does not exist or the
+// API server is away (the store move restarts it).
+func (c *cluster) installation() *v1.Installation {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in := &v1.Installation{}
+	if err := c.c.Get(ctx, client.ObjectKey{Name: v1.Name}, in); err != nil {
+		return nil
+	}
+	return in
+}
+
+// patchSpec merges spec into the Installation's spec.
+func (c *cluster) patchSpec(t *testing.T, spec string) {
+	t.Helper()
+	err := harness.Retry(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		in := &v1.Installation{ObjectMeta: metav1.ObjectMeta{Name: v1.Name}}
+		return c.c.Patch(ctx, in, client.RawPatch("application/merge-patch+json", []byte(`{"spec":`+spec+`}`)))
+	})
+	if err != nil {
+		t.Fatalf("patch installation spec %s: %v", spec, err)
+	}
+}
+
+// node reads a node (retrying across API-server restarts).
+func (c *cluster) node(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	var n *corev1.Node
+	err := harness.Retry(func() (err error) {
+		n, err = c.CS.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// runtimeOf is the runtime a node reports ("containerd", "quantykube").
+func (c *cluster) runtimeOf(t *testing.T, name string) string {
+	t.Helper()
+	v := c.node(t, name).Status.NodeInfo.ContainerRuntimeVersion
+	return v[:max(0, strings.Index(v, "://"))]
+}
+
+// storeServes reports whether kube-apiserver is configured for QuantyKube's
+// store (its manifest's --etcd-servers names port 2479) rather than etcd.
+func (c *cluster) onStore(t *testing.T) bool {
+	t.Helper()
+	out := c.MustExec(t, c.cp, "grep", "-e", "--etcd-servers", "/etc/kubernetes/manifests/kube-apiserver.yaml")
+	return strings.Contains(out, "127.0.0.1:2479")
+}

@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+)
+
+const operatorSelector = "app.kubernetes.io/name=quantykube-operator"
+
+// follow prints every change of the Installation's status line until its
+// phase is goal with no step running, and returns it. With kill, the
+// operator pod is killed (grace 0) once at every step the status records:
+// the replacement must read the status and go on.
+func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kill bool) (*v1.Installation, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	killed := map[string]bool{}
+	var last string
+	for time.Since(start) < timeout {
+		in := c.installation()
+		if in == nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		st := in.Status
+		line := fmt.Sprintf("%-8s %-13s %-8s %s", st.Phase, st.Step, st.Node, st.Message)
+		if line != last {
+			t.Logf("%6.1fs  %s", time.Since(start).Seconds(), line)
+			last = line
+		}
+		running := st.Step != "" && st.Step != v1.StepDone
+		// Only a status written for the current spec counts (a patch has
+		// just changed it; the old phase stands until the operator reads it).
+		current := st.ObservedGeneration == in.Generation
+		if st.Phase == goal && !running && current {
+			return in, time.Since(start)
+		}
+		if st.Phase == v1.PhaseFailed && goal != v1.PhaseFailed && !running && current {
+			t.Fatalf("the Installation failed: %s", st.Message)
+		}
+		if key := string(st.Phase) + "/" + st.Step + "/" + st.Node; kill && running && !killed[key] {
+			if n := c.killOperator(); n > 0 {
+				killed[key] = true
+				t.Logf("%6.1fs  killed the operator pod at %s", time.Since(start).Seconds(), key)
+			}
+		}
+		// Steps are recorded a second or more apart: a quarter of that
+		// sees every one, however short.
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("no %s within %v; last: %s", goal, timeout, last)
+	return nil, 0
+}
+
+// killOperator deletes the operator's running pods at once (grace 0) and
+// says how many; 0 while none runs or the API server is away.
+func (c *cluster) killOperator() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := c.CS.CoreV1().Pods("quantykube-system").List(ctx, metav1.ListOptions{LabelSelector: operatorSelector})
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		if err := c.CS.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// hostPodsLeft fails the test if an installer pod stayed behind.
+func (c *cluster) noHostPodsLeft(t *testing.T) {
+	t.Helper()
+	pods, err := c.CS.CoreV1().Pods("quantykube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=quantykube-operator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) > 0 {
+		t.Errorf("installer pods left behind: %d, e.g. %s", len(pods.Items), pods.Items[0].Name)
+	}
+}
+
+// printEvents logs the Installation's Events (each step with its measured impact).
+func (c *cluster) printEvents(t *testing.T, since time.Time) {
+	t.Helper()
+	evs, err := c.CS.CoreV1().Events("").List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Installation"})
+	if err != nil {
+		t.Logf("events: %v", err)
+		return
+	}
+	for _, e := range evs.Items {
+		ts := e.LastTimestamp.Time
+		if ts.IsZero() {
+			ts = e.EventTime.Time
+		}
+		if ts.Before(since.Add(-time.Second)) {
+			continue
+		}
+		t.Logf("event %-8s %-12s %s", e.Type, e.Reason, e.Message)
+	}
+}

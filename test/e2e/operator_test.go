@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+)
+
+// minObjects is what the issue asks the cluster to hold.
+const minObjects = 5000
+
+// faultNodeTimeout is spec.nodeTimeout in the fault case: the injected
+// failure must turn the Installation Failed before it.
+const faultNodeTimeout = 8 * time.Minute
+
+// TestOperator: the user's four commands (label, apply, watch, patch undo)
+// on a real cluster, then a node that cannot finish. The cases build on
+// each other and run in order; a failed one stops the rest.
+func TestOperator(t *testing.T) {
+	c := setup(t)
+	want := c.versions(t)
+	if len(want) < minObjects {
+		t.Fatalf("%d loaded objects; want at least %d (scripts/kubeadm.sh load %d)", len(want), minObjects, minObjects)
+	}
+	kill := !c.demo
+	c.kubectl(t, "", "label", "node", c.worker, v1.RuntimeLabel+"="+v1.RuntimeLabelValue, "--overwrite")
+	c.applyManifest(t)
+
+	ok := t.Run("move", func(t *testing.T) {
+		t0 := time.Now()
+		in, took := c.follow(t, v1.PhaseMoved, 20*time.Minute, kill)
+		t.Logf("figure: Moved in %.0fs (store and 1 node%s)", took.Seconds(), map[bool]string{true: ", the operator killed at every step"}[kill])
+		c.printEvents(t, t0)
+		if !c.onStore(t) {
+			t.Errorf("kube-apiserver does not use QuantyKube's store")
+		}
+		if rt := c.runtimeOf(t, c.worker); rt != "quantykube" {
+			t.Errorf("%s runs on %q; want quantykube", c.worker, rt)
+		}
+		if rt := c.runtimeOf(t, c.cp); rt != "containerd" {
+			t.Errorf("the control plane %s runs on %q; it was not selected and must stay on containerd", c.cp, rt)
+		}
+		if in.Status.Store != string(v1.PhaseMoved) || len(in.Status.Nodes) != 1 || in.Status.Nodes[0].State != string(v1.PhaseMoved) {
+			t.Errorf("status: store %q, nodes %+v; want Moved", in.Status.Store, in.Status.Nodes)
+		}
+		if c.node(t, c.worker).Spec.Unschedulable {
+			t.Errorf("%s left cordoned", c.worker)
+		}
+		c.sameVersions(t, "after the move", want)
+		c.allPodsRunning(t, "after the move")
+		c.noHostPodsLeft(t)
+	})
+	ok = ok && t.Run("undo", func(t *testing.T) {
+		t0 := time.Now()
+		c.patchSpec(t, `{"undo":true}`)
+		in, took := c.follow(t, v1.PhaseUndone, 20*time.Minute, kill)
+		t.Logf("figure: Undone in %.0fs", took.Seconds())
+		c.printEvents(t, t0)
+		if c.onStore(t) {
+			t.Errorf("kube-apiserver still uses QuantyKube's store")
+		}
+		if rt := c.runtimeOf(t, c.worker); rt != "containerd" {
+			t.Errorf("%s runs on %q; want containerd", c.worker, rt)
+		}
+		if in.Status.Store != string(v1.PhaseUndone) || in.Status.Nodes[0].State != string(v1.PhaseUndone) {
+			t.Errorf("status: store %q, nodes %+v; want Undone", in.Status.Store, in.Status.Nodes)
+		}
+		if c.node(t, c.worker).Spec.Unschedulable {
+			t.Errorf("%s left cordoned", c.worker)
+		}
+		c.sameVersions(t, "after the undo", want)
+		c.allPodsRunning(t, "after the undo")
+		c.noHostPodsLeft(t)
+	})
+	if !ok || c.demo {
+		return
+	}
+	t.Run("a node that cannot finish", func(t *testing.T) {
+		// The fault is injected on the node the way the installers' tests do
+		// (QK_INSTALL_FAIL), through the node's systemd manager: the unit the
+		// operator starts there inherits it. The install fails before its
+		// commit step and rolls back.
+		c.MustExec(t, c.worker, "systemctl", "set-environment", "QK_INSTALL_FAIL=install:switch-kubelet")
+		defer c.MustExec(t, c.worker, "systemctl", "unset-environment", "QK_INSTALL_FAIL")
+		c.patchSpec(t, `{"undo":false,"nodeTimeout":"`+faultNodeTimeout.String()+`"}`)
+		in, _ := c.follow(t, v1.PhaseFailed, 15*time.Minute, false)
+		n := in.Status.Nodes[0]
+		if n.State != string(v1.PhaseFailed) || n.Start == nil || n.End == nil {
+			t.Fatalf("node status %+v; want Failed with start and end", n)
+		}
+		took := n.End.Sub(n.Start.Time)
+		t.Logf("figure: %s Failed %.0fs after its move began (deadline %v): %s", c.worker, took.Seconds(), faultNodeTimeout, n.Message)
+		if took > faultNodeTimeout {
+			t.Errorf("failed after %v, past its deadline %v", took, faultNodeTimeout)
+		}
+		d := meta.FindStatusCondition(in.Status.Conditions, v1.ConditionDegraded)
+		if d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "spec.undo") {
+			t.Errorf("Degraded = %+v; want True, saying what to do", d)
+		}
+		// The node as its own undo left it: back on containerd, Ready.
+		if rt := c.runtimeOf(t, c.worker); rt != "containerd" {
+			t.Errorf("%s runs on %q after the failure; want containerd", c.worker, rt)
+		}
+		// The rest untouched: the store stays moved and serving, the control
+		// plane stays as it was, no object changed.
+		if !c.onStore(t) || in.Status.Store != string(v1.PhaseMoved) {
+			t.Errorf("the store was touched by the node's failure (status %q)", in.Status.Store)
+		}
+		if cp := c.node(t, c.cp); cp.Spec.Unschedulable || !strings.HasPrefix(cp.Status.NodeInfo.ContainerRuntimeVersion, "containerd://") {
+			t.Errorf("the control plane was touched: unschedulable=%v runtime %s", cp.Spec.Unschedulable, cp.Status.NodeInfo.ContainerRuntimeVersion)
+		}
+		c.sameVersions(t, "after the failure", want)
+		c.noHostPodsLeft(t)
+
+		// And back: the fault cleared, spec.undo moves the store back and
+		// uncordons the node.
+		c.MustExec(t, c.worker, "systemctl", "unset-environment", "QK_INSTALL_FAIL")
+		c.patchSpec(t, `{"undo":true}`)
+		c.follow(t, v1.PhaseUndone, 15*time.Minute, false)
+		if c.onStore(t) || c.node(t, c.worker).Spec.Unschedulable {
+			t.Errorf("after the undo: store still in use or %s cordoned", c.worker)
+		}
+		c.sameVersions(t, "after the undo of the failed run", want)
+		c.allPodsRunning(t, "after the undo of the failed run")
+	})
+}
