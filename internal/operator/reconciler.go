@@ -36,8 +36,9 @@ const defaultNodeTimeout = 10 * time.Minute
 // Reconciler moves the cluster as the Installation asks.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads what the operator must not cache (kube-system's
-	// ConfigMaps: its RBAC allows get, not list/watch); default Client.
+	// APIReader reads what the operator must not cache: the Installation
+	// at the start of each pass (always the latest status) and kube-system's
+	// ConfigMaps (its RBAC allows get, not list/watch); default Client.
 	APIReader client.Reader
 	// Kube is used by the drain (k8s.io/kubectl/pkg/drain needs a clientset).
 	Kube     kubernetes.Interface
@@ -54,6 +55,8 @@ type Reconciler struct {
 	CheckGrace time.Duration
 	// Now is the clock (tests).
 	Now func() time.Time
+
+	pending []pendingEvent // Events of this pass, sent with its status write
 }
 
 // outcome is what acting on a step in one pass found.
@@ -67,8 +70,12 @@ type outcome struct {
 // Reconcile runs one pass.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.defaults()
+	r.pending = nil
+	// Read past the cache: a pass right after our own status write would
+	// otherwise act on the step before it (and repeat its Events) until
+	// the write conflicts.
 	in := &v1.Installation{}
-	if err := r.Client.Get(ctx, req.NamespacedName, in); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, in); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if in.Name != v1.Name {
@@ -192,7 +199,7 @@ func (r *Reconciler) begin(in *v1.Installation, t task) {
 	}
 	st.Message = progressLine(in, "starting")
 	r.setConditions(in, false, true, "", st.Message)
-	r.Recorder.Eventf(in, corev1.EventTypeNormal, "StepStarted", "%s", stepName(in, t))
+	r.event(in, corev1.EventTypeNormal, "StepStarted", stepName(in, t))
 	stepsStarted.WithLabelValues(t.Step, opOf(in)).Inc()
 }
 
@@ -268,7 +275,7 @@ func (r *Reconciler) end(ctx context.Context, in *v1.Installation, t task, detai
 	if detail != "" {
 		msg += ": " + detail
 	}
-	r.Recorder.Eventf(in, corev1.EventTypeNormal, "StepDone", "%s", msg)
+	r.event(in, corev1.EventTypeNormal, "StepDone", msg)
 	if t.Node == "" {
 		st.Store = string(goalPhase(undo))
 	} else if i := nodeIndex(st, t.Node); i >= 0 && t.Step == v1.StepUncordon {
@@ -285,7 +292,7 @@ func (r *Reconciler) end(ctx context.Context, in *v1.Installation, t task, detai
 		st.Phase, st.Step, st.Node, st.StepStarted, st.Attempt = goalPhase(undo), v1.StepDone, "", nil, 0
 		st.Message = summary(in)
 		r.setConditions(in, true, false, "", st.Message)
-		r.Recorder.Eventf(in, corev1.EventTypeNormal, string(st.Phase), "%s", st.Message)
+		r.event(in, corev1.EventTypeNormal, string(st.Phase), st.Message)
 		return ctrl.Result{}, r.writeStatus(ctx, in)
 	}
 	r.begin(in, next)
@@ -319,7 +326,7 @@ func (r *Reconciler) fail(ctx context.Context, in *v1.Installation, t task, caus
 	st.ObservedGeneration = in.Generation
 	st.Message = fmt.Sprintf("%s failed: %v", stepName(in, t), cause)
 	r.setConditions(in, false, false, "StepFailed", st.Message+"; "+what)
-	r.Recorder.Eventf(in, corev1.EventTypeWarning, "StepFailed", "%s", st.Message)
+	r.event(in, corev1.EventTypeWarning, "StepFailed", st.Message)
 	r.Log.Error("step failed", "step", t.Step, "node", t.Node, "err", cause)
 	return r.writeStatus(ctx, in)
 }
@@ -335,11 +342,23 @@ func (r *Reconciler) refuse(ctx context.Context, in *v1.Installation, reason, ms
 		in.Status.Phase = v1.PhasePending
 	}
 	r.setConditions(in, false, false, reason, msg)
-	r.Recorder.Eventf(in, corev1.EventTypeWarning, reason, "%s", msg)
+	r.event(in, corev1.EventTypeWarning, reason, msg)
 	return r.writeStatus(ctx, in)
 }
 
+// event queues an Event for the Installation; writeStatus sends the queued
+// Events once the status that records them is written, and drops them if
+// the write fails (the pass is redone and queues them again), so a step's
+// Events appear once however often its pass is retried.
+func (r *Reconciler) event(in *v1.Installation, kind, reason, msg string) {
+	r.pending = append(r.pending, pendingEvent{kind, reason, msg})
+}
+
+type pendingEvent struct{ kind, reason, msg string }
+
 func (r *Reconciler) writeStatus(ctx context.Context, in *v1.Installation) error {
+	pending := r.pending
+	r.pending = nil
 	phaseGauge.Reset()
 	phaseGauge.WithLabelValues(string(in.Status.Phase)).Set(1)
 	if err := r.Client.Status().Update(ctx, in); err != nil {
@@ -347,6 +366,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, in *v1.Installation) error
 			return fmt.Errorf("write status of installation %s (retried): %w", in.Name, err)
 		}
 		return fmt.Errorf("write status of installation %s: %w", in.Name, err)
+	}
+	for _, e := range pending {
+		r.Recorder.Eventf(in, e.kind, e.reason, "%s", e.msg)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func (r *Reconciler) startRollback(ctx context.Context, in *v1.Installation, t t
 	st.ObservedGeneration = in.Generation
 	st.Message = fmt.Sprintf("%s failed: %v; rolling the node back (undo runtime)", stepName(in, t), cause)
 	r.setConditions(in, false, true, "NodeTimedOut", st.Message)
-	r.Recorder.Eventf(in, corev1.EventTypeWarning, "StepFailed", "%s", st.Message)
+	r.event(in, corev1.EventTypeWarning, "StepFailed", st.Message)
 	r.Log.Error("node deadline passed; rolling back", "node", t.Node, "step", t.Step, "err", cause)
 	return r.writeStatus(ctx, in)
 }
@@ -126,7 +126,7 @@ func (r *Reconciler) finishRollback(ctx context.Context, in *v1.Installation, t 
 	if rbErr != nil {
 		kind = corev1.EventTypeWarning
 	}
-	r.Recorder.Eventf(in, kind, "RolledBack", "%s", st.Message)
+	r.event(in, kind, "RolledBack", st.Message)
 	return r.writeStatus(ctx, in)
 }
 

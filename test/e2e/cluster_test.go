@@ -146,3 +146,24 @@ func (c *cluster) onStore(t *testing.T) bool {
 	out := c.MustExec(t, c.cp, "grep", "-e", "--etcd-servers", "/etc/kubernetes/manifests/kube-apiserver.yaml")
 	return strings.Contains(out, "127.0.0.1:2479")
 }
+
+// fromScratch makes a rerun on the same cluster start where a first run
+// does: an Installation left Undone (or never started) is deleted with the
+// operator's Deployment, so the manifest's fresh apply runs the image just
+// built and the operator creates the Installation anew. A cluster left
+// mid-move is refused: it needs its undo first.
+func (c *cluster) fromScratch(t *testing.T) {
+	t.Helper()
+	in := c.installation()
+	if in == nil {
+		return
+	}
+	switch in.Status.Phase {
+	case "", v1.PhasePending, v1.PhaseUndone:
+	default:
+		t.Fatalf("the cluster's Installation is %s (%s): patch spec.undo to true and wait for Undone, or start from a new cluster (scripts/kubeadm.sh up --workers 1)", in.Status.Phase, in.Status.Message)
+	}
+	t.Logf("an earlier run left the Installation %s: deleting it and the operator", in.Status.Phase)
+	c.kubectl(t, "", "-n", "quantykube-system", "delete", "deployment", "quantykube-operator", "--ignore-not-found", "--wait")
+	c.kubectl(t, "", "delete", "installation", v1.Name, "--ignore-not-found", "--wait")
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -100,12 +101,16 @@ func (c *cluster) printEvents(t *testing.T, since time.Time) {
 		t.Logf("events: %v", err)
 		return
 	}
-	for _, e := range evs.Items {
-		ts := e.LastTimestamp.Time
-		if ts.IsZero() {
-			ts = e.EventTime.Time
+	at := func(e corev1.Event) time.Time {
+		if !e.LastTimestamp.IsZero() {
+			return e.LastTimestamp.Time
 		}
-		if ts.Before(since.Add(-time.Second)) {
+		return e.EventTime.Time
+	}
+	items := evs.Items
+	sort.SliceStable(items, func(i, j int) bool { return at(items[i]).Before(at(items[j])) })
+	for _, e := range items {
+		if at(e).Before(since.Truncate(time.Second)) {
 			continue
 		}
 		t.Logf("event %-8s %-12s %s", e.Type, e.Reason, e.Message)

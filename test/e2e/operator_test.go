@@ -28,6 +28,7 @@ func TestOperator(t *testing.T) {
 		t.Fatalf("%d loaded objects; want at least %d (scripts/kubeadm.sh load %d)", len(want), minObjects, minObjects)
 	}
 	kill := !c.demo
+	c.fromScratch(t)
 	c.kubectl(t, "", "label", "node", c.worker, v1.RuntimeLabel+"="+v1.RuntimeLabelValue, "--overwrite")
 	c.applyManifest(t)
 
