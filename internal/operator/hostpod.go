@@ -111,7 +111,9 @@ type hostState struct {
 // its state.
 func (r *Reconciler) ensureHostPod(ctx context.Context, in *v1.Installation, j hostJob, attempt int32) (hostState, error) {
 	var p corev1.Pod
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: j.name(attempt)}, &p)
+	// Past the cache: after the store step restarts the API server the
+	// pod informer may lag for many seconds behind the pod.
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: j.name(attempt)}, &p)
 	if apierrors.IsNotFound(err) {
 		np, err := r.hostPod(in, j, attempt)
 		if err != nil {

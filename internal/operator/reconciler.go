@@ -37,7 +37,8 @@ const defaultNodeTimeout = 10 * time.Minute
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads what the operator must not cache: the Installation
-	// at the start of each pass (always the latest status) and kube-system's
+	// at the start of each pass (always the latest status), the step's host
+	// pod (the informer lags after an API-server restart) and kube-system's
 	// ConfigMaps (its RBAC allows get, not list/watch); default Client.
 	APIReader client.Reader
 	// Kube is used by the drain (k8s.io/kubectl/pkg/drain needs a clientset).

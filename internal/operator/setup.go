@@ -28,7 +28,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("installation").
-		For(&v1.Installation{}).
+		// Spec changes start passes; our own status writes do not: the
+		// next pass comes from RequeueAfter (passes a second or more apart,
+		// one step each) or from a host pod or node changing.
+		For(&v1.Installation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Pod{}).
 		Watches(&corev1.Node{}, toInstallation, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		WithOptions(ctrlOptions()).

@@ -171,7 +171,7 @@ func (r *Reconciler) waitReadyStep(ctx context.Context, in *v1.Installation, nam
 	if onQK == want {
 		// Ready on the runtime asked for: the installer's own last check.
 		// (No check pod: the new runtime need not hold our image.)
-		return outcome{done: true, detail: "Ready on " + rt}, nil
+		return outcome{done: true, detail: "Ready on " + rt + r.restartedPods(ctx, name)}, nil
 	}
 	if st.StepStarted != nil && r.Now().Sub(st.StepStarted.Time) < r.CheckGrace {
 		// The installer has not switched yet (its timer, its preflight): a
@@ -219,6 +219,23 @@ func (r *Reconciler) uncordonStep(ctx context.Context, in *v1.Installation, name
 		return outcome{}, err
 	}
 	return outcome{done: true}, nil
+}
+
+// restartedPods describes the step's impact on the node's pods: after a
+// drain only static and DaemonSet pods are left, and the runtime switch
+// restarted every one of them.
+func (r *Reconciler) restartedPods(ctx context.Context, name string) string {
+	pods, err := r.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+	if err != nil {
+		return ""
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Labels[LabelManagedBy] != ManagedBy {
+			n++
+		}
+	}
+	return fmt.Sprintf("; %d pods restarted on it (static and DaemonSet; the rest were drained)", n)
 }
 
 func nodeReady(n *corev1.Node) bool {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 	t.Helper()
 	start := time.Now()
 	killed := map[string]bool{}
+	var seen []string // steps in the order first seen
 	var last string
 	for time.Since(start) < timeout {
 		in := c.installation()
@@ -41,15 +43,34 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 		// just changed it; the old phase stands until the operator reads it).
 		current := st.ObservedGeneration == in.Generation
 		if st.Phase == goal && !running && current {
+			if kill {
+				var missed []string
+				for _, k := range seen {
+					if !killed[k] {
+						missed = append(missed, k)
+					}
+				}
+				t.Logf("the operator was killed at %d of %d steps", len(seen)-len(missed), len(seen))
+				if len(missed) > 0 {
+					t.Errorf("steps never killed at: %v", missed)
+				}
+			}
 			return in, time.Since(start)
 		}
 		if st.Phase == v1.PhaseFailed && goal != v1.PhaseFailed && !running && current {
 			t.Fatalf("the Installation failed: %s", st.Message)
 		}
-		if key := string(st.Phase) + "/" + st.Step + "/" + st.Node; kill && running && !killed[key] {
+		key := string(st.Phase) + "/" + st.Step + "/" + st.Node
+		if running && (len(seen) == 0 || seen[len(seen)-1] != key) && !slices.Contains(seen, key) {
+			seen = append(seen, key)
+		}
+		if kill && running && !killed[key] {
+			// A step stays recorded until an operator acts on it, and none
+			// acts between a kill and its replacement running: every step
+			// seen is killed at, once.
 			if n := c.killOperator(); n > 0 {
 				killed[key] = true
-				t.Logf("%6.1fs  killed the operator pod at %s", time.Since(start).Seconds(), key)
+				t.Logf("%6.1fs  killed the operator at %s", time.Since(start).Seconds(), key)
 			}
 		}
 		// Steps are recorded a second or more apart: a quarter of that
@@ -60,8 +81,11 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 	return nil, 0
 }
 
-// killOperator deletes the operator's running pods at once (grace 0) and
-// says how many; 0 while none runs or the API server is away.
+// killOperator kills the operator where it runs, now: its pod is deleted
+// with grace 0 (the Deployment makes a new one) and its process is sent
+// SIGKILL on the node (a force-deleted pod's container would otherwise go
+// on acting until the kubelet stops it). It says how many it killed; 0
+// while none runs or the API server is away.
 func (c *cluster) killOperator() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -74,9 +98,14 @@ func (c *cluster) killOperator() int {
 		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 			continue
 		}
-		if err := c.CS.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err == nil {
-			n++
+		if err := c.CS.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			continue
 		}
+		// The Deployment's command line (host pods run "operator host"); the
+		// bracket keeps this shell's own command line from matching.
+		_, _ = c.Exec(p.Spec.NodeName, "sh", "-c",
+			`for d in /proc/[0-9]*; do tr '\0' ' ' <"$d/cmdline" 2>/dev/null | grep -q "operato[r] --leader-elect" && kill -9 "${d#/proc/}"; done; true`)
+		n++
 	}
 	return n
 }
