@@ -139,7 +139,7 @@ func (c *cluster) runtimeOf(t *testing.T, name string) string {
 	return v[:max(0, strings.Index(v, "://"))]
 }
 
-// storeServes reports whether kube-apiserver is configured for QuantyKube's
+// onStore reports whether kube-apiserver is configured for QuantyKube's
 // store (its manifest's --etcd-servers names port 2479) rather than etcd.
 func (c *cluster) onStore(t *testing.T) bool {
 	t.Helper()

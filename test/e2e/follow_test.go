@@ -110,7 +110,7 @@ func (c *cluster) killOperator() int {
 	return n
 }
 
-// hostPodsLeft fails the test if an installer pod stayed behind.
+// noHostPodsLeft fails the test if an installer pod stayed behind.
 func (c *cluster) noHostPodsLeft(t *testing.T) {
 	t.Helper()
 	pods, err := c.CS.CoreV1().Pods("quantykube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=quantykube-operator"})

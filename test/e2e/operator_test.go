@@ -37,24 +37,7 @@ func TestOperator(t *testing.T) {
 		in, took := c.follow(t, v1.PhaseMoved, 20*time.Minute, kill)
 		t.Logf("figure: Moved in %.0fs (store and 1 node%s)", took.Seconds(), map[bool]string{true: ", the operator killed at every step"}[kill])
 		c.printEvents(t, t0)
-		if !c.onStore(t) {
-			t.Errorf("kube-apiserver does not use QuantyKube's store")
-		}
-		if rt := c.runtimeOf(t, c.worker); rt != "quantykube" {
-			t.Errorf("%s runs on %q; want quantykube", c.worker, rt)
-		}
-		if rt := c.runtimeOf(t, c.cp); rt != "containerd" {
-			t.Errorf("the control plane %s runs on %q; it was not selected and must stay on containerd", c.cp, rt)
-		}
-		if in.Status.Store != string(v1.PhaseMoved) || len(in.Status.Nodes) != 1 || in.Status.Nodes[0].State != string(v1.PhaseMoved) {
-			t.Errorf("status: store %q, nodes %+v; want Moved", in.Status.Store, in.Status.Nodes)
-		}
-		if c.node(t, c.worker).Spec.Unschedulable {
-			t.Errorf("%s left cordoned", c.worker)
-		}
-		c.sameVersions(t, "after the move", want)
-		c.allPodsRunning(t, "after the move")
-		c.noHostPodsLeft(t)
+		c.goalStands(t, in, "after the move", want)
 	})
 	ok = ok && t.Run("undo", func(t *testing.T) {
 		t0 := time.Now()
@@ -62,21 +45,7 @@ func TestOperator(t *testing.T) {
 		in, took := c.follow(t, v1.PhaseUndone, 20*time.Minute, kill)
 		t.Logf("figure: Undone in %.0fs", took.Seconds())
 		c.printEvents(t, t0)
-		if c.onStore(t) {
-			t.Errorf("kube-apiserver still uses QuantyKube's store")
-		}
-		if rt := c.runtimeOf(t, c.worker); rt != "containerd" {
-			t.Errorf("%s runs on %q; want containerd", c.worker, rt)
-		}
-		if in.Status.Store != string(v1.PhaseUndone) || in.Status.Nodes[0].State != string(v1.PhaseUndone) {
-			t.Errorf("status: store %q, nodes %+v; want Undone", in.Status.Store, in.Status.Nodes)
-		}
-		if c.node(t, c.worker).Spec.Unschedulable {
-			t.Errorf("%s left cordoned", c.worker)
-		}
-		c.sameVersions(t, "after the undo", want)
-		c.allPodsRunning(t, "after the undo")
-		c.noHostPodsLeft(t)
+		c.goalStands(t, in, "after the undo", want)
 	})
 	if !ok || c.demo {
 		return
@@ -129,4 +98,34 @@ func TestOperator(t *testing.T) {
 		c.sameVersions(t, "after the undo of the failed run", want)
 		c.allPodsRunning(t, "after the undo of the failed run")
 	})
+}
+
+// goalStands checks what a finished run promises, in its direction (the
+// Installation's phase, Moved or Undone): the API server on the store or on
+// etcd, the worker on quantykube or containerd, the control plane never
+// moved, status, the worker uncordoned, every object kept, every pod
+// Running, no installer pod left.
+func (c *cluster) goalStands(t *testing.T, in *v1.Installation, when string, want map[string]string) {
+	t.Helper()
+	goal := in.Status.Phase
+	moved := goal == v1.PhaseMoved
+	if c.onStore(t) != moved {
+		t.Errorf("%s: kube-apiserver on QuantyKube's store = %v; want %v", when, !moved, moved)
+	}
+	wantRT := map[bool]string{true: "quantykube", false: "containerd"}[moved]
+	if rt := c.runtimeOf(t, c.worker); rt != wantRT {
+		t.Errorf("%s: %s runs on %q; want %s", when, c.worker, rt, wantRT)
+	}
+	if rt := c.runtimeOf(t, c.cp); rt != "containerd" {
+		t.Errorf("%s: the control plane %s runs on %q; it was not selected and must stay on containerd", when, c.cp, rt)
+	}
+	if in.Status.Store != string(goal) || len(in.Status.Nodes) != 1 || in.Status.Nodes[0].State != string(goal) {
+		t.Errorf("%s: status: store %q, nodes %+v; want %s", when, in.Status.Store, in.Status.Nodes, goal)
+	}
+	if c.node(t, c.worker).Spec.Unschedulable {
+		t.Errorf("%s: %s left cordoned", when, c.worker)
+	}
+	c.sameVersions(t, when, want)
+	c.allPodsRunning(t, when)
+	c.noHostPodsLeft(t)
 }

@@ -11,9 +11,7 @@ import (
 func TestBadInput(t *testing.T) {
 	c := setup(t)
 	w := c.worker
-	if c.runtimeOf(t, w) != "containerd" {
-		c.mustNode(t, w, "quantykube", "undo", "runtime")
-	}
+	c.onContainerd(t, w)
 	defer c.quiet(t, w)()
 	print := func() string {
 		out, _ := c.node(w, "sh", "-c", "wc -c < /var/lib/quantykube/install/runtime/journal.jsonl 2>/dev/null; ls /etc/systemd/system/quantykube-runtime.service 2>&1")

@@ -96,6 +96,15 @@ func (c *cluster) runtimeOf(t *testing.T, node string) string {
 	return v[:max(0, strings.Index(v, "://"))]
 }
 
+// onContainerd puts node back on containerd if an earlier test left it on
+// quantykube runtime: every test starts from the node as kubeadm made it.
+func (c *cluster) onContainerd(t *testing.T, node string) {
+	t.Helper()
+	if c.runtimeOf(t, node) != "containerd" {
+		c.mustNode(t, node, "quantykube", "undo", "runtime")
+	}
+}
+
 // readyOn waits until node is Ready on runtime.
 func (c *cluster) readyOn(t *testing.T, node, runtime string) {
 	t.Helper()

@@ -19,9 +19,7 @@ var (
 func TestFaults(t *testing.T) {
 	c := setup(t)
 	w := c.worker
-	if c.runtimeOf(t, w) != "containerd" {
-		c.mustNode(t, w, "quantykube", "undo", "runtime")
-	}
+	c.onContainerd(t, w)
 	defer c.quiet(t, w)()
 	// A DaemonSet pod stays through the drain: it moves with every run.
 	c.workload(t, w, 1)

@@ -32,9 +32,7 @@ func TestPodRestartPrepull(t *testing.T) {
 		rounds = 3
 	}
 	w := c.worker
-	if c.runtimeOf(t, w) != "containerd" {
-		c.mustNode(t, w, "quantykube", "undo", "runtime")
-	}
+	c.onContainerd(t, w)
 	func() {
 		defer c.quiet(t, w)()
 		c.workload(t, w, 1)
@@ -60,9 +58,7 @@ func TestPodRestartPrepull(t *testing.T) {
 		return
 	}
 	cp := c.cp
-	if c.runtimeOf(t, cp) != "containerd" {
-		c.mustNode(t, cp, "quantykube", "undo", "runtime")
-	}
+	c.onContainerd(t, cp)
 	defer c.quiet(t, cp)()
 	c.drain(t, cp)
 	defer c.kubectl(t, "uncordon", cp)

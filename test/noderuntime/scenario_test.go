@@ -21,9 +21,7 @@ import (
 func TestWorkerAndBack(t *testing.T) {
 	c := setup(t)
 	w := c.worker
-	if c.runtimeOf(t, w) != "containerd" {
-		c.mustNode(t, w, "quantykube", "undo", "runtime")
-	}
+	c.onContainerd(t, w)
 	defer c.quiet(t, w)()
 	c.workload(t, w, 2)
 	defer c.deleteWorkload(t)
@@ -110,9 +108,7 @@ func (c *cluster) streams(t *testing.T, pod string) {
 func TestControlPlaneAndBack(t *testing.T) {
 	c := setup(t)
 	cp := c.cp
-	if c.runtimeOf(t, cp) != "containerd" {
-		c.mustNode(t, cp, "quantykube", "undo", "runtime")
-	}
+	c.onContainerd(t, cp)
 	defer c.quiet(t, cp)()
 	c.drain(t, cp)
 	defer c.kubectl(t, "uncordon", cp)

@@ -35,11 +35,12 @@ cmd_e2e() {
 # cluster's registry. (No-op when unchanged: images are cached by content.)
 e2e_refresh_image() {
 	local tools=$QK_CACHE/kubeadm/tools before after n
-	before=$(readlink -f "$QK_STATE/images/quantykube.tar" 2>/dev/null; stat -c %i "$QK_STATE/images/quantykube.tar" 2>/dev/null)
+	# make_image hard-links the cached tarball: a new build is a new inode
+	before=$(stat -c %i "$QK_STATE/images/quantykube.tar" 2>/dev/null || true)
 	(cd "$QK_ROOT" && CGO_ENABLED=0 go build -o "$tools/quantykube.tmp" ./cmd/quantykube && mv "$tools/quantykube.tmp" "$tools/quantykube") ||
 		die "go build ./cmd/quantykube failed"
 	make_image quantykube "$QK_QUANTYKUBE_IMAGE" /usr/local/bin/quantykube "$tools/quantykube:/usr/local/bin/quantykube"
-	after=$(readlink -f "$QK_STATE/images/quantykube.tar"; stat -c %i "$QK_STATE/images/quantykube.tar")
+	after=$(stat -c %i "$QK_STATE/images/quantykube.tar")
 	[[ $before == "$after" ]] && return 0
 	log "e2e: the working tree changed since 'up': $QK_QUANTYKUBE_IMAGE rebuilt, loaded into every node and the registry"
 	for n in $(state_nodes); do
