@@ -63,7 +63,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	api := etcdapi.New(st, etcdapi.Config{
 		Name: cfg.Name, ClientURLs: advertise, MaxRequestBytes: cfg.MaxRequestBytes, MaxTxnOps: cfg.MaxTxnOps,
-		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes,
+		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes, Logger: log,
 	})
 	maxReq := cfg.MaxRequestBytes
 	if maxReq <= 0 {
