@@ -38,13 +38,13 @@ func (s *Server) Snapshot(r *pb.SnapshotRequest, stream grpc.ServerStreamingServ
 		return toGRPC(err)
 	}
 	s.cfg.Logger.Info("sending snapshot", "revision", f.Rev, "compacted", f.Compacted, "bytes", size,
-		"base_keys", f.Base, "changes", f.Changes, "leases", f.Leases, "build", f.Build.Round(time.Millisecond))
+		"base_keys", f.Base, "changes", f.Changes, "leases", f.Leases, "build", f.Build.Round(time.Millisecond).String())
 	start := time.Now()
 	if err := s.sendSnapshot(f, size, stream); err != nil {
 		s.cfg.Logger.Warn("snapshot not sent", "revision", f.Rev, "err", err)
 		return toGRPC(err)
 	}
-	s.cfg.Logger.Info("snapshot sent", "revision", f.Rev, "bytes", size, "took", time.Since(start).Round(time.Millisecond))
+	s.cfg.Logger.Info("snapshot sent", "revision", f.Rev, "bytes", size, "took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
 
