@@ -23,7 +23,7 @@ empty; it is built beside DIR and renamed into place when complete. Start the st
 ` + "`quantykube store --data-dir DIR`" + `.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return errors.New("store restore takes one argument, the snapshot file: quantykube store restore FILE --data-dir DIR")
+				return errors.New("store restore takes one argument, the snapshot file; run: quantykube store restore FILE --data-dir DIR")
 			}
 			return nil
 		},
