@@ -69,6 +69,7 @@ func TestSnapshotWhileWriting(t *testing.T) {
 		baseRSS, duringRSS, (duringRSS.rss-baseRSS.rss)>>10, (duringRSS.anon-baseRSS.anon)>>10, (duringRSS.file-baseRSS.file)>>10)
 	if s.Kind == "store" {
 		checkCanceledSnapshotCleansUp(t, s)
+		checkSigtermDuringSnapshot(t, s)
 	}
 }
 
@@ -270,17 +271,19 @@ func readRSS(pid int) (rss, bool) {
 	return r, r.rss > 0
 }
 
-// checkCanceledSnapshotCleansUp starts a snapshot, kills etcdctl once the
-// stream has begun (the temporary file exists beside the data dir), and
-// waits for the store to remove the file.
-func checkCanceledSnapshotCleansUp(t *testing.T, s *server) {
+// snapshotTemps lists the store's temporary snapshot directories beside
+// its data dir.
+func snapshotTemps(s *server) []string {
+	m, _ := filepath.Glob(filepath.Join(filepath.Dir(s.DataDir), ".quantykube-snapshot-*"))
+	return m
+}
+
+// startSnapshotSave starts `etcdctl snapshot save` in the background and
+// waits until the stream has begun (the store's temporary file exists and
+// etcdctl has received bytes).
+func startSnapshotSave(t *testing.T, s *server) *bgProc {
 	t.Helper()
-	parent := filepath.Dir(s.DataDir)
-	tmps := func() []string {
-		m, _ := filepath.Glob(filepath.Join(parent, ".quantykube-snapshot-*"))
-		return m
-	}
-	part := filepath.Join(t.TempDir(), "canceled.db")
+	part := filepath.Join(t.TempDir(), "snapshot.db")
 	p := startBg(t, "etcdctl-snapshot", filepath.Join(t.TempDir(), "etcdctl.log"), etcdctlBin(t),
 		"--endpoints", s.ClientURL, "--cacert", s.PKI.CAFile, "--cert", s.ClientPair.Cert, "--key", s.ClientPair.Key,
 		"snapshot", "save", part)
@@ -289,7 +292,7 @@ func checkCanceledSnapshotCleansUp(t *testing.T, s *server) {
 	var seen []string
 	err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
 		if st, err := os.Stat(part + ".part"); err == nil && st.Size() > 0 {
-			seen = tmps()
+			seen = snapshotTemps(s)
 			return true, nil
 		}
 		return p.Exited(), nil
@@ -297,12 +300,47 @@ func checkCanceledSnapshotCleansUp(t *testing.T, s *server) {
 	if err != nil || len(seen) == 0 {
 		t.Fatalf("no snapshot stream with a temporary file beside the data dir began (err %v, etcdctl exited %v, temporary files %q)", err, p.Exited(), seen)
 	}
+	return p
+}
+
+// checkCanceledSnapshotCleansUp kills etcdctl mid-stream and waits for the
+// store to remove the temporary file.
+func checkCanceledSnapshotCleansUp(t *testing.T, s *server) {
+	t.Helper()
+	p := startSnapshotSave(t, s)
 	p.Kill()
-	err = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
-		return len(tmps()) == 0, nil
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		return len(snapshotTemps(s)) == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("the store kept %q after the client went away", tmps())
+		t.Fatalf("the store kept %q after the client went away", snapshotTemps(s))
 	}
-	t.Logf("a snapshot whose client was killed mid-stream left nothing beside the data dir (%s)", parent)
+	t.Logf("a snapshot whose client was killed mid-stream left nothing beside the data dir")
+}
+
+// checkSigtermDuringSnapshot stops the store with SIGTERM while it streams
+// a snapshot: it exits cleanly, removes the temporary file, and restarts on
+// its data at the same revision.
+func checkSigtermDuringSnapshot(t *testing.T, s *server) {
+	t.Helper()
+	c := s.Client()
+	_, rev := getAll(t, c, 0)
+	c.Close()
+	startSnapshotSave(t, s)
+	took, err := s.Stop(15 * time.Second)
+	if err != nil && err.Error() != "signal: terminated" {
+		t.Fatalf("exit after SIGTERM during a snapshot (in %v): %v; want status 0", took.Round(time.Millisecond), err)
+	}
+	if left := snapshotTemps(s); len(left) != 0 {
+		t.Fatalf("SIGTERM during a snapshot left %q", left)
+	}
+	s.Start()
+	c = s.Client()
+	defer c.Close()
+	if _, again := getAll(t, c, 0); again != rev {
+		t.Fatalf("after SIGTERM during a snapshot the store restarted at revision %d, was %d", again, rev)
+	}
+	t.Logf("SIGTERM during a snapshot: exit in %v (%v), nothing left beside the data dir, restarted at revision %d", took.Round(time.Millisecond), err, rev)
 }

@@ -28,8 +28,9 @@ import (
 //     is at most Rev; it is below Rev only when the newest revisions changed
 //     no key (SetRevision, or a replayed delete of a key the store never had).
 type Export struct {
-	s    *Store
-	snap *pebble.Snapshot
+	s      *Store
+	snap   *pebble.Snapshot
+	closed bool
 	// Rev and Compacted are the current and compacted revision of the view.
 	Rev, Compacted int64
 	// Taken is when the view was taken; lease time left is measured from it.
@@ -45,25 +46,52 @@ type Change struct {
 	Sub int64
 }
 
-// Export opens a consistent view of the store.
+// Export opens a consistent view of the store. The store's Close waits for
+// every open view to be closed; once Close has begun, Export returns
+// ErrClosed and the views' methods stop with ErrClosed.
 func (s *Store) Export() (*Export, error) {
+	if !s.exportMu.TryRLock() {
+		return nil, ErrClosed
+	}
 	snap, rev, err := s.readView()
 	if err != nil {
+		s.exportMu.RUnlock()
 		return nil, err
 	}
 	compacted, err := s.getInt(snap, metaCompacted)
 	if err != nil {
 		snap.Close()
+		s.exportMu.RUnlock()
 		return nil, err
 	}
 	return &Export{s: s, snap: snap, Rev: rev, Compacted: compacted, Taken: s.opts.Now()}, nil
 }
 
+// stopped returns the reason to stop iterating, if any: ctx ended or the
+// store is closing.
+func (e *Export) stopped(ctx context.Context) error {
+	select {
+	case <-e.s.stopc:
+		return ErrClosed
+	default:
+		return ctx.Err()
+	}
+}
+
 // Dir is the store's data directory.
 func (s *Store) Dir() string { return s.dir }
 
-// Close releases the view.
-func (e *Export) Close() error { return e.snap.Close() }
+// Close releases the view. It is not safe for concurrent use; a second
+// Close does nothing.
+func (e *Export) Close() error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	err := e.snap.Close()
+	e.s.exportMu.RUnlock()
+	return err
+}
 
 // Base calls fn, in key order, with every key live at the compacted revision
 // (its newest put at or below it), or with nothing when the store was never
@@ -73,7 +101,7 @@ func (e *Export) Base(ctx context.Context, fn func(kv *mvccpb.KeyValue) error) e
 		return nil
 	}
 	emit := func(k, v []byte) error {
-		if err := ctx.Err(); err != nil {
+		if err := e.stopped(ctx); err != nil {
 			return err
 		}
 		_, kv, err := decodeRecord(k, v, false)
@@ -105,7 +133,7 @@ func (e *Export) Changes(ctx context.Context, fn func(c Change) error) (int64, e
 	defer hist.Close()
 	var last int64
 	for ok := it.First(); ok; ok = it.Next() {
-		if err := ctx.Err(); err != nil {
+		if err := e.stopped(ctx); err != nil {
 			return last, err
 		}
 		rev, sub := decodeEventKey(it.Key())

@@ -130,3 +130,37 @@ func TestHistoryImporter(t *testing.T) {
 		t.Fatalf("changes after the compaction: %d (%v), want 2", n, err)
 	}
 }
+
+// TestCloseWaitsForExport: Close waits for an open view, which stops with
+// ErrClosed once Close has begun; no view opens after it.
+func TestCloseWaitsForExport(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, "a", "1")
+	e, err := s.Export()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- s.Close() }()
+	<-s.stopc // Close has begun
+	select {
+	case err := <-done:
+		t.Fatalf("Close returned (%v) while a view was open", err)
+	default:
+	}
+	if _, err := e.Changes(context.Background(), func(Change) error { return nil }); err != ErrClosed {
+		t.Fatalf("changes while closing: %v, want ErrClosed", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if _, err := s.Export(); err != ErrClosed {
+		t.Fatalf("export after close: %v, want ErrClosed", err)
+	}
+}
