@@ -70,6 +70,7 @@ func TestSnapshotWhileWriting(t *testing.T) {
 	if s.Kind == "store" {
 		checkCanceledSnapshotCleansUp(t, s)
 		checkSigtermDuringSnapshot(t, s)
+		checkKill9DuringSnapshot(t, s)
 	}
 }
 
@@ -274,7 +275,7 @@ func readRSS(pid int) (rss, bool) {
 // snapshotTemps lists the store's temporary snapshot directories beside
 // its data dir.
 func snapshotTemps(s *server) []string {
-	m, _ := filepath.Glob(filepath.Join(filepath.Dir(s.DataDir), ".quantykube-snapshot-*"))
+	m, _ := filepath.Glob(filepath.Join(filepath.Dir(s.DataDir), "."+filepath.Base(s.DataDir)+".snapshot-*"))
 	return m
 }
 
@@ -343,4 +344,21 @@ func checkSigtermDuringSnapshot(t *testing.T, s *server) {
 		t.Fatalf("after SIGTERM during a snapshot the store restarted at revision %d, was %d", again, rev)
 	}
 	t.Logf("SIGTERM during a snapshot: exit in %v (%v), nothing left beside the data dir, restarted at revision %d", took.Round(time.Millisecond), err, rev)
+}
+
+// checkKill9DuringSnapshot kills the store with SIGKILL while it streams a
+// snapshot: the temporary file it leaves is removed when it starts again.
+func checkKill9DuringSnapshot(t *testing.T, s *server) {
+	t.Helper()
+	startSnapshotSave(t, s)
+	s.Kill9()
+	left := snapshotTemps(s)
+	if len(left) == 0 {
+		t.Fatal("no temporary snapshot file after SIGKILL mid-stream: the check proves nothing")
+	}
+	s.Start()
+	if again := snapshotTemps(s); len(again) != 0 {
+		t.Fatalf("the store started and kept %q", again)
+	}
+	t.Logf("SIGKILL during a snapshot left %d temporary directory; the store removed it when it started", len(left))
 }

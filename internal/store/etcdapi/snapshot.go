@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"io"
-	"path/filepath"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -27,7 +26,7 @@ const snapshotChunk = 32 * 1024
 // client went away.
 func (s *Server) Snapshot(r *pb.SnapshotRequest, stream grpc.ServerStreamingServer[pb.SnapshotResponse]) error {
 	ctx := stream.Context()
-	f, err := snapshot.Take(ctx, s.store, filepath.Dir(s.store.Dir()), s.memberID, s.cfg.Logger)
+	f, err := snapshot.Take(ctx, s.store, s.memberID, s.cfg.Logger)
 	if err != nil {
 		s.cfg.Logger.Warn("snapshot failed", "err", err)
 		return toGRPC(err)

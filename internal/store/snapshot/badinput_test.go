@@ -106,14 +106,34 @@ func listing(t *testing.T, dir string) string {
 // TestTakeCanceled: a snapshot cut short leaves nothing behind.
 func TestTakeCanceled(t *testing.T) {
 	h := buildStore(t)
-	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := Take(ctx, h.s, dir, 1, slog.Default()); err == nil {
+	if _, err := Take(ctx, h.s, 1, slog.Default()); err == nil {
 		t.Fatal("Take on a canceled context succeeded")
 	}
-	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Fatalf("Take left %d entries in %s", len(left), dir)
+	if left := leftovers(t, h.s); len(left) != 0 {
+		t.Fatalf("Take left %q", left)
+	}
+}
+
+// TestRemoveLeftovers removes what a killed snapshot left beside the data
+// dir, and only that.
+func TestRemoveLeftovers(t *testing.T) {
+	parent := t.TempDir()
+	dataDir := filepath.Join(parent, "st[ore]")
+	keep := []string{"st[ore]", ".other.snapshot-1", ".st[ore].restore-1"}
+	gone := []string{".st[ore].snapshot-123", ".st[ore].snapshot-456"}
+	for _, d := range append(append([]string{}, keep...), gone...) {
+		if err := os.MkdirAll(filepath.Join(parent, d, "sort"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveLeftovers(dataDir)
+	if err != nil || len(removed) != len(gone) {
+		t.Fatalf("removed %q (%v), want %q", removed, err, gone)
+	}
+	if got, want := listing(t, parent), strings.Join([]string{".other.snapshot-1", ".other.snapshot-1/sort", ".st[ore].restore-1", ".st[ore].restore-1/sort", "st[ore]", "st[ore]/sort"}, ","); got != want {
+		t.Fatalf("left %q, want %q", got, want)
 	}
 }
 

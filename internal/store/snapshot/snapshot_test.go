@@ -109,10 +109,20 @@ func saveFile(t *testing.T, f *File, path string) {
 	}
 }
 
+// leftovers lists the temporary snapshot directories beside s's data dir.
+func leftovers(t *testing.T, s *mvcc.Store) []string {
+	t.Helper()
+	dir, prefix := tempPlace(s.Dir())
+	found, err := filepath.Glob(filepath.Join(dir, prefix+"*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found
+}
+
 func take(t *testing.T, s *mvcc.Store) (string, *File) {
 	t.Helper()
-	dir := t.TempDir()
-	f, err := Take(context.Background(), s, dir, 42, slog.Default())
+	f, err := Take(context.Background(), s, 42, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +131,8 @@ func take(t *testing.T, s *mvcc.Store) (string, *File) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := os.ReadDir(dir); len(left) != 0 {
-		t.Fatalf("Take left %d entries in %s after Close", len(left), dir)
+	if left := leftovers(t, s); len(left) != 0 {
+		t.Fatalf("Take left %q after Close", left)
 	}
 	return path, f
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -33,16 +34,17 @@ type File struct {
 	dir string
 }
 
-// Take writes a snapshot of st into a new temporary directory under dir
-// (which should be beside the store's data dir, on the same disk, never in
-// memory). It reads one consistent view of the store (mvcc.Export): writers
-// go on while it runs and the snapshot holds exactly the view's revision.
-// The view is released before Take returns; streaming reads only the file.
+// Take writes a snapshot of st into a new temporary directory beside its
+// data dir (on the same disk, never in memory): .<data dir name>.snapshot-*.
+// It reads one consistent view of the store (mvcc.Export): writers go on
+// while it runs and the snapshot holds exactly the view's revision. The
+// view is released before Take returns; streaming reads only the file.
 // memberID is recorded as the one voter of the raft configuration. On error
 // or cancellation nothing is left behind.
-func Take(ctx context.Context, st *mvcc.Store, dir string, memberID uint64, log *slog.Logger) (*File, error) {
+func Take(ctx context.Context, st *mvcc.Store, memberID uint64, log *slog.Logger) (*File, error) {
 	start := time.Now()
-	tmp, err := os.MkdirTemp(dir, ".quantykube-snapshot-")
+	dir, prefix := tempPlace(st.Dir())
+	tmp, err := os.MkdirTemp(dir, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: make a temporary directory in %s: %w", dir, err)
 	}
@@ -53,6 +55,46 @@ func Take(ctx context.Context, st *mvcc.Store, dir string, memberID uint64, log 
 	}
 	f.Build = time.Since(start)
 	return f, nil
+}
+
+// tempPlace is where the snapshots of the store in dataDir are built: the
+// directory beside it, and the prefix of their temporary directories.
+func tempPlace(dataDir string) (dir, prefix string) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = filepath.Clean(dataDir)
+	}
+	return filepath.Dir(abs), "." + filepath.Base(abs) + ".snapshot-"
+}
+
+// RemoveLeftovers removes the temporary directories of snapshots of the
+// store in dataDir that a killed process left beside it, and returns them.
+// Call it only while holding the store open: no other process then builds
+// a snapshot of it.
+func RemoveLeftovers(dataDir string) ([]string, error) {
+	dir, prefix := tempPlace(dataDir)
+	found, err := filepath.Glob(filepath.Join(dir, globEscape(prefix)+"*"))
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range found {
+		if err := os.RemoveAll(d); err != nil {
+			return nil, fmt.Errorf("remove snapshot leftover %s: %w", d, err)
+		}
+	}
+	return found, nil
+}
+
+// globEscape quotes the pattern characters of a file name.
+func globEscape(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (f *File) build(ctx context.Context, st *mvcc.Store, memberID uint64, log *slog.Logger) error {

@@ -42,7 +42,7 @@ func BenchmarkTake(b *testing.B) {
 			}
 			b.ResetTimer()
 			for range b.N {
-				f, err := Take(ctx, s, b.TempDir(), 1, slog.Default())
+				f, err := Take(ctx, s, 1, slog.Default())
 				if err != nil {
 					b.Fatal(err)
 				}
