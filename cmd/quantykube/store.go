@@ -46,5 +46,6 @@ pebble underneath, every write fsynced before it is acknowledged. Flags are name
 	f.Int64Var(&cfg.CacheBytes, "cache-bytes", 64<<20, "block cache size in bytes")
 	f.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve Go's profiler under /debug/pprof on the metrics URLs")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	cmd.AddCommand(newStoreRestoreCommand())
 	return cmd
 }

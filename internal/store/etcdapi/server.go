@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"log/slog"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -39,6 +40,8 @@ type Config struct {
 	ProgressNotifyInterval time.Duration
 	// QuotaBackendBytes, when set, is reported as the quota in Status.
 	QuotaBackendBytes int64
+	// Logger receives the server's structured logs (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Server implements the etcd v3 services.
@@ -65,6 +68,9 @@ func New(store *mvcc.Store, cfg Config) *Server {
 	}
 	if cfg.ProgressNotifyInterval <= 0 {
 		cfg.ProgressNotifyInterval = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	h := fnv.New64a()
 	h.Write([]byte("quantykube/" + cfg.Name))
