@@ -49,6 +49,10 @@ func runKiller(ctx context.Context, lg *zap.Logger, c *cluster, cfg killConfig, 
 			if err := wipe(m.dataDir); err != nil {
 				return kills, err
 			}
+			// etcd refuses to bootstrap an empty member of an existing
+			// cluster with "new" ("member ... has already been
+			// bootstrapped"); "existing" makes it rejoin empty.
+			m.setInitialClusterState("existing")
 			k.Wiped = true
 		}
 		if err := m.start(); err != nil {
@@ -60,11 +64,12 @@ func runKiller(ctx context.Context, lg *zap.Logger, c *cluster, cfg killConfig, 
 		cancel()
 		k.Downtime = seconds(time.Since(t0))
 		kills = append(kills, k)
-		lg.Info("member killed and restarted", zap.String("member", m.name), zap.Bool("leader", k.WasLeader),
-			zap.Bool("wiped", k.Wiped), zap.Duration("downtime", time.Duration(k.Downtime)))
 		if err != nil {
+			lg.Error("member did not come back after kill -9", zap.String("member", m.name), zap.Error(err))
 			return kills, fmt.Errorf("restart of %s after kill -9: %w", m.name, err)
 		}
+		lg.Info("member killed and restarted", zap.String("member", m.name), zap.Bool("leader", k.WasLeader),
+			zap.Bool("wiped", k.Wiped), zap.Duration("downtime", time.Duration(k.Downtime)))
 	}
 }
 

@@ -110,3 +110,12 @@ func (m *member) status(ctx context.Context) (*clientv3.StatusResponse, error) {
 	}
 	return st, nil
 }
+
+// setInitialClusterState replaces the value of --initial-cluster-state.
+func (m *member) setInitialClusterState(state string) {
+	for i := 0; i+1 < len(m.args); i++ {
+		if m.args[i] == "--initial-cluster-state" {
+			m.args[i+1] = state
+		}
+	}
+}

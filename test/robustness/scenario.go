@@ -76,8 +76,12 @@ func runTraffic(ctx context.Context, lg *zap.Logger, c *cluster, s scenario, kc 
 
 	finish := make(chan struct{})
 	var wg sync.WaitGroup
+	// Some of etcd's traffic loops send requests without a timeout; they end
+	// only with their context when a member never comes back.
+	trafficCtx, cancelTraffic := context.WithCancel(ctx)
+	defer cancelTraffic()
 	run.start = time.Since(baseTime)
-	if err := startLoops(ctx, lg, &wg, s, endpoints, trafficSet, finish); err != nil {
+	if err := startLoops(trafficCtx, lg, &wg, s, endpoints, trafficSet, finish); err != nil {
 		close(finish)
 		wg.Wait()
 		close(maxRevision)
@@ -88,7 +92,11 @@ func runTraffic(ctx context.Context, lg *zap.Logger, c *cluster, s scenario, kc 
 	<-killCtx.Done() // a killer error ends the kills early; the traffic still runs its time
 	stopKiller()
 	close(finish)
-	wg.Wait()
+	if !waitGroupWithin(&wg, 10*time.Second) {
+		lg.Warn("traffic loops still busy 10 s after the end; cancelling their requests")
+		cancelTraffic()
+		wg.Wait()
+	}
 	run.end = time.Since(baseTime)
 
 	if err := lastWrite(ctx, trafficSet, endpoints); err != nil {
@@ -168,5 +176,20 @@ func lastWrite(ctx context.Context, set *client.ClientSet, endpoints []string) e
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("the last write (tombstone) failed for 30 s: %w", err)
 		}
+	}
+}
+
+// waitGroupWithin waits for wg for at most limit and says whether it finished.
+func waitGroupWithin(wg *sync.WaitGroup, limit time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(limit):
+		return false
 	}
 }
