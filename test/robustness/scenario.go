@@ -99,6 +99,16 @@ func runTraffic(ctx context.Context, lg *zap.Logger, c *cluster, s scenario, kc 
 	}
 	run.end = time.Since(baseTime)
 
+	if run.killerErr != nil {
+		// A member is down for good: its watch can never catch up. Closing
+		// maxRevision without a value ends every collector; the traffic's
+		// own reports are still validated.
+		close(maxRevision)
+		<-collected
+		run.reports = trafficSet.Reports()
+		run.maxRev = report.OperationsMaxRevision(run.reports)
+		return run, nil
+	}
 	if err := lastWrite(ctx, trafficSet, endpoints); err != nil {
 		close(maxRevision)
 		return run, err

@@ -181,7 +181,12 @@ func write(res *report.Results, out string, kinds []string, analysis string) err
 		}
 		extra = string(b)
 	}
-	return report.Render(res, out, kinds, server.Etcd, targets(), intro(res.Quick, res.Members), extra)
+	tg := targets()
+	if res.Members == 3 {
+		// The targets and bench/analysis.md are about the single-member runs.
+		tg, extra = nil, ""
+	}
+	return report.Render(res, out, kinds, server.Etcd, tg, intro(res.Quick, res.Members), extra)
 }
 
 // check prints every problem and fails if there is one.
