@@ -22,8 +22,9 @@ const (
 	metricLeaderWrite = "kill to the first write acknowledged"
 )
 
-// failoverWriteGap is the pause between one writer's puts: ~50 writes/s per
-// surviving member, a light load that keeps a write in flight at all times.
+// failoverWriteGap is the time between one writer's puts (open loop): 50
+// writes/s per surviving member, a light load, and the resolution of the
+// "first write" figure.
 const failoverWriteGap = 20 * time.Millisecond
 
 // runFailover kills the leader h.p.Failovers times, each under a light write
@@ -108,23 +109,32 @@ func failoverOnce(ctx context.Context, c *server.Cluster) (newLeader, firstWrite
 	return newLeader, firstWrite, nil
 }
 
-// putLoop puts key in a loop until ctx ends; the completion time of the first
-// put that was issued after mark was set goes to acked.
+// putLoop issues a put of key every failoverWriteGap until ctx ends, open
+// loop (each put on its own goroutine, 2 s timeout), so that a put stuck on a
+// dead leader does not delay the next one: the completion time of the first
+// put issued after mark was set goes to acked (once per writer).
 func putLoop(ctx context.Context, cl *clientv3.Client, key string, mark *atomic.Int64, acked chan<- time.Time) {
-	sent := false
-	for ctx.Err() == nil {
-		issued := time.Now()
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := cl.Put(pctx, key, issued.String())
-		cancel()
-		if m := mark.Load(); err == nil && m != 0 && issued.UnixNano() >= m && !sent {
-			acked <- time.Now()
-			sent = true
-		}
+	var once sync.Once
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(failoverWriteGap)
+	defer tick.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-		case <-time.After(failoverWriteGap):
+			return
+		case <-tick.C:
 		}
+		issued := time.Now()
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err := cl.Put(pctx, key, issued.String())
+			if m := mark.Load(); err == nil && m != 0 && issued.UnixNano() >= m {
+				done := time.Now()
+				once.Do(func() { acked <- done })
+			}
+		})
 	}
 }
 

@@ -106,7 +106,7 @@ func describe(p params, members int) []report.KV {
 			{Key: "cluster", Value: "3 members on 127.0.0.1 (plain HTTP peers and clients), etcd's flags (--initial-cluster ... --initial-cluster-state new), fsync on, default heartbeat/election settings"},
 			{Key: "etcd benchmark", Value: fmt.Sprintf("--endpoints all three (the tool spreads its 8 connections over them); put 64 clients: %d requests; txn-put 64: %d; "+
 				"range 64 on one 1 KiB key: %d linearizable, %d serializable", p.Put64Total, p.TxnTotal, p.RangeTotal, p.RangeTotal)},
-			{Key: "failover", Value: fmt.Sprintf("%d leader kills per run: one writer per surviving member (a client of that member alone, a put every %s), "+
+			{Key: "failover", Value: fmt.Sprintf("%d leader kills per run: one writer per surviving member (a client of that member alone, a put issued every %s, open loop, 2 s timeout), "+
 				"kill -9 of the leader; times from the kill to a survivor's Status() naming a new leader (polled every 10 ms) and to the first acknowledged put issued after the kill; "+
 				"the member restarts on its data dir and the cluster is healthy again before the next kill", p.Failovers, failoverWriteGap)},
 		}
