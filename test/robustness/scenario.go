@@ -69,9 +69,14 @@ func runTraffic(ctx context.Context, lg *zap.Logger, c *cluster, s scenario, kc 
 	}
 	maxRevision := make(chan int64, 1)
 	collected := make(chan error, 1)
+	// The collectors block on a member that never comes back (their
+	// RequestProgress has no timeout); they get their own context, cancelled
+	// when the run gives up on them, and a logger that outlives the test.
+	collectCtx, stopCollecting := context.WithCancel(ctx)
+	defer stopCollecting()
 	go func() {
-		collected <- client.CollectClusterWatchEvents(ctx, client.CollectClusterWatchEventsParam{
-			Lg: lg, Endpoints: endpoints, MaxRevisionChan: maxRevision, ClientSet: watchSet})
+		collected <- client.CollectClusterWatchEvents(collectCtx, client.CollectClusterWatchEventsParam{
+			Lg: zap.NewNop(), Endpoints: endpoints, MaxRevisionChan: maxRevision, ClientSet: watchSet})
 	}()
 
 	finish := make(chan struct{})
@@ -104,7 +109,12 @@ func runTraffic(ctx context.Context, lg *zap.Logger, c *cluster, s scenario, kc 
 		// maxRevision without a value ends every collector; the traffic's
 		// own reports are still validated.
 		close(maxRevision)
-		<-collected
+		stopCollecting()
+		select {
+		case <-collected:
+		case <-time.After(10 * time.Second):
+			lg.Warn("watch collectors still blocked on the member that did not come back; leaving them")
+		}
 		run.reports = trafficSet.Reports()
 		run.maxRev = report.OperationsMaxRevision(run.reports)
 		return run, nil
@@ -123,6 +133,7 @@ func runTraffic(ctx context.Context, lg *zap.Logger, c *cluster, s scenario, kc 
 			return run, fmt.Errorf("collect watch events from every member: %w", err)
 		}
 	case <-time.After(2 * time.Minute):
+		stopCollecting()
 		return run, errors.New("collecting watch events from every member took over 2 minutes")
 	}
 	run.reports = slices.Concat(run.reports, watchSet.Reports())
