@@ -40,12 +40,12 @@ type Mover struct {
 	followStop context.CancelFunc
 	followDone chan error
 	// undo's copy-back: the clients and the follower it leaves running
-	back               *backCopier
+	back                *backCopier
 	backStore, backEtcd *clientv3.Client
-	finalRev   int64
-	stopped    time.Time
-	copyStats  CopyStats
-	Downtime   time.Duration
+	finalRev            int64
+	stopped             time.Time
+	copyStats           CopyStats
+	Downtime            time.Duration
 }
 
 // subject wires the store into the shared install/undo flow.
