@@ -86,7 +86,10 @@ const (
 // Step names, in the order they run for one node (StepStore runs once, first
 // when moving, last when undoing).
 const (
-	StepStore     = "store"
+	StepStore = "store"
+	// StepPreflight runs the node's install checks on the node before it is
+	// cordoned or drained (moving only): a refusal leaves it untouched.
+	StepPreflight = "preflight"
 	StepCordon    = "cordon"
 	StepDrain     = "drain"
 	StepRuntime   = "runtime"
@@ -111,7 +114,7 @@ type InstallationStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
-	// Step is the step now running ("store", "cordon", "drain", "runtime",
+	// Step is the step now running ("store", "preflight", "cordon", "drain", "runtime",
 	// "wait-ready", "uncordon"; "rollback", "rollback-wait" for a node that
 	// passed its deadline) or "done".
 	// +optional
@@ -151,9 +154,14 @@ type NodeStatus struct {
 	// State is Pending, a step name while it runs, Moved, Undone or Failed.
 	State string `json:"state"`
 	// WasCordoned records that the node was already unschedulable before we
-	// cordoned it; then it is not uncordoned at the end.
+	// cordoned it; then it is not uncordoned at the end. Meaningful once
+	// CordonRecorded is set.
 	// +optional
 	WasCordoned bool `json:"wasCordoned,omitempty"`
+	// CordonRecorded says WasCordoned was written, before the node was first
+	// cordoned by this run; a run that resumes a failed node keeps it.
+	// +optional
+	CordonRecorded bool `json:"cordonRecorded,omitempty"`
 	// +optional
 	Start *metav1.Time `json:"start,omitempty"`
 	// +optional

@@ -122,10 +122,23 @@ func newStoreMoveCommand(undo bool) *cobra.Command {
 	})
 }
 
+// runtimeMover is the runtime's mover with install --preflight.
+type runtimeMover struct {
+	*runtimemove.Mover
+	preflightOnly bool
+}
+
+func (r runtimeMover) Install(ctx context.Context, dryRun bool) error {
+	if r.preflightOnly {
+		return r.Preflight(ctx)
+	}
+	return r.Mover.Install(ctx, dryRun)
+}
+
 func newRuntimeMoveCommand(undo bool) *cobra.Command {
 	p := runtimemove.DefaultPaths()
 	var name string
-	var noPrepull bool
+	var noPrepull, preflightOnly bool
 	short := "Move the kubelet of this drained kubeadm node from its container runtime onto quantykube runtime"
 	if undo {
 		short = "Move the kubelet of this node back from quantykube runtime onto the runtime it ran on before"
@@ -140,9 +153,10 @@ func newRuntimeMoveCommand(undo bool) *cobra.Command {
 		f.StringVar(&p.ImageArchives, "image-archives", "", "a directory of docker-archive tarballs to import before copying images from the old runtime")
 		f.StringVar(&name, "node-name", "", "the node's name in the API (default: the host name)")
 		if !undo {
+			f.BoolVar(&preflightOnly, "preflight", false, "only run the checks that hold before the node is drained; change nothing (the operator asks this before it cordons the node)")
 			f.BoolVar(&noPrepull, "no-prepull", false, "do not copy the pods' images into quantykube runtime first: the static and DaemonSet pods pull them when they restart (for nodes with a nearby registry or mirror; their restart then includes the pull)")
 		}
 	}, func(log *slog.Logger, out io.Writer) mover {
-		return &runtimemove.Mover{Paths: p, Log: log, Out: out, NodeName: name, NoPrepull: noPrepull}
+		return runtimeMover{&runtimemove.Mover{Paths: p, Log: log, Out: out, NodeName: name, NoPrepull: noPrepull}, preflightOnly}
 	})
 }

@@ -33,6 +33,8 @@ type hostJob struct {
 	Target hostrun.Target
 	Node   string
 	Check  bool // only report the journal; start nothing
+	// Preflight runs only the install's checks that need no drained node.
+	Preflight bool
 	Detach bool // start the unit and exit, do not follow it
 	// Since: host runs started before it belong to earlier attempts (the
 	// step's start for the store, the node's start for node steps).
@@ -41,8 +43,11 @@ type hostJob struct {
 
 func (j hostJob) name(attempt int32) string {
 	kind := "run"
-	if j.Check {
+	switch {
+	case j.Check:
 		kind = "check"
+	case j.Preflight:
+		kind = "preflight"
 	}
 	return strings.ToLower(fmt.Sprintf("qk-%s-%s-%s-%s-%d", j.Target.Op, j.Target.Subject, kind, j.Node, attempt))
 }
@@ -58,6 +63,9 @@ func (r *Reconciler) hostPod(in *v1.Installation, j hostJob, attempt int32) (*co
 	}
 	if j.Check {
 		args = append(args, "--check")
+	}
+	if j.Preflight {
+		args = append(args, "--preflight")
 	}
 	if j.Detach {
 		args = append(args, "--detach")

@@ -24,7 +24,9 @@ type Options struct {
 	MetricsAddr    string // "0" turns metrics off
 	ProbeAddr      string // "0" turns probes off
 	Log            *slog.Logger
-	skipNameChecks bool // tests start several managers in one process
+	// PodName and PodNamespace name the operator's own pod (empty outside one).
+	PodName, PodNamespace string
+	skipNameChecks        bool // tests start several managers in one process
 }
 
 // NewManager builds the operator: the manager (leader election through a
@@ -67,6 +69,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	}
 	r := &Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Kube: kube, Log: o.Log, Image: o.Image, Namespace: o.Namespace,
+		PodName: o.PodName, PodNamespace: o.PodNamespace,
 		Recorder: mgr.GetEventRecorderFor("quantykube-operator"),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {

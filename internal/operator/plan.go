@@ -10,8 +10,17 @@ type task struct {
 	Node string // "" for the store
 }
 
-// nodeSteps is the order of one node's steps, in either direction.
-var nodeSteps = []string{v1.StepCordon, v1.StepDrain, v1.StepRuntime, v1.StepWaitReady, v1.StepUncordon}
+// nodeSteps is the order of one node's steps when moving; undoing skips the
+// preflight (the node's undo checks run inside its runtime step).
+var nodeSteps = []string{v1.StepPreflight, v1.StepCordon, v1.StepDrain, v1.StepRuntime, v1.StepWaitReady, v1.StepUncordon}
+
+// firstNodeStep is where a node's run starts in the given direction.
+func firstNodeStep(undo bool) string {
+	if undo {
+		return v1.StepCordon
+	}
+	return v1.StepPreflight
+}
 
 // undoing reports the direction the spec asks for.
 func undoing(in *v1.Installation) bool { return in.Spec.Undo }
@@ -43,14 +52,14 @@ func firstTask(st *v1.InstallationStatus, storeWanted, undo bool) (task, bool) {
 		}
 		for _, n := range st.Nodes {
 			if n.State != string(v1.PhaseMoved) {
-				return task{Step: v1.StepCordon, Node: n.Name}, true
+				return task{Step: firstNodeStep(false), Node: n.Name}, true
 			}
 		}
 		return task{}, false
 	}
 	for i := len(st.Nodes) - 1; i >= 0; i-- {
 		if s := st.Nodes[i].State; s != string(v1.PhasePending) && s != string(v1.PhaseUndone) {
-			return task{Step: v1.StepCordon, Node: st.Nodes[i].Name}, true
+			return task{Step: firstNodeStep(true), Node: st.Nodes[i].Name}, true
 		}
 	}
 	if s := st.Store; s != "" && s != string(v1.PhasePending) && s != string(v1.PhaseUndone) {

@@ -54,6 +54,10 @@ type Reconciler struct {
 	// CheckGrace: a node still Ready on its old runtime this long after the
 	// runtime step is checked through its journal (default 2 min).
 	CheckGrace time.Duration
+	// PodName and PodNamespace name the operator's own pod (downward API),
+	// so it never drains the node it runs on with nowhere to go; empty
+	// outside a pod.
+	PodName, PodNamespace string
 	// Now is the clock (tests).
 	Now func() time.Time
 
@@ -183,16 +187,15 @@ func (r *Reconciler) begin(in *v1.Installation, t task) {
 		st.Store = string(st.Phase)
 	} else if i := nodeIndex(st, t.Node); i >= 0 {
 		n := &st.Nodes[i]
-		if t.Step == v1.StepCordon {
+		if t.Step == firstNodeStep(undoing(in)) {
 			switch n.State {
 			case string(v1.PhasePending), string(v1.PhaseMoved), string(v1.PhaseUndone):
 				// A clean start: cordonStep records whether the node was
-				// cordoned before us (attempt 0 = not yet recorded).
-				n.WasCordoned = false
+				// cordoned before us.
+				n.WasCordoned, n.CordonRecorded = false, false
 			default:
 				// Failed or interrupted mid-way: we may have cordoned it
-				// ourselves; keep the earlier record.
-				st.Attempt = 1
+				// ourselves; the earlier record stands.
 			}
 			n.Start, n.End, n.Message = &now, nil, ""
 		}
@@ -248,6 +251,8 @@ func (r *Reconciler) act(ctx context.Context, in *v1.Installation, t task) (outc
 	switch t.Step {
 	case v1.StepStore:
 		return r.storeStep(ctx, in)
+	case v1.StepPreflight:
+		return r.preflightStep(ctx, in, t.Node)
 	case v1.StepCordon:
 		return r.cordonStep(ctx, in, t.Node)
 	case v1.StepDrain:
@@ -316,7 +321,7 @@ func (r *Reconciler) fail(ctx context.Context, in *v1.Installation, t task, caus
 		st.Store = string(v1.PhaseFailed)
 	} else if i := nodeIndex(st, t.Node); i >= 0 {
 		n := &st.Nodes[i]
-		if (t.Step == v1.StepCordon || t.Step == v1.StepDrain) && !n.WasCordoned {
+		if (t.Step == v1.StepCordon || t.Step == v1.StepDrain) && n.CordonRecorded && !n.WasCordoned {
 			if err := r.setUnschedulable(ctx, t.Node, false); err != nil {
 				r.Log.Warn("uncordon after failure", "node", t.Node, "err", err)
 			}

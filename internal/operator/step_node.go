@@ -47,8 +47,8 @@ func (r *Reconciler) setUnschedulable(ctx context.Context, name string, v bool) 
 }
 
 // cordonStep records whether the node was already cordoned (first pass,
-// status.attempt 0), then cordons it. begin() skips the record for a node a
-// failed run left cordoned, so its earlier record stands.
+// written before the node is touched), then cordons it. begin() keeps the
+// record of a node a failed run left cordoned, so its earlier record stands.
 func (r *Reconciler) cordonStep(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
 	i := nodeIndex(&in.Status, name)
 	n, err := r.getNode(ctx, name)
@@ -56,9 +56,9 @@ func (r *Reconciler) cordonStep(ctx context.Context, in *v1.Installation, name s
 		return outcome{failed: fmt.Errorf("%w; remove the label %s from nodes that are gone", err, v1.RuntimeLabel)}, nil
 	}
 	ns := &in.Status.Nodes[i]
-	if in.Status.Attempt == 0 {
+	if !ns.CordonRecorded {
 		// Recorded (and written) before the node is touched.
-		ns.WasCordoned, in.Status.Attempt = n.Spec.Unschedulable, 1
+		ns.WasCordoned, ns.CordonRecorded = n.Spec.Unschedulable, true
 		return outcome{progress: fmt.Sprintf("was cordoned before: %v", ns.WasCordoned)}, nil
 	}
 	if err := r.setUnschedulable(ctx, name, true); err != nil {

@@ -98,7 +98,7 @@ func (m *Mover) preflight(ctx context.Context, op string) error {
 		}
 		return nil
 	}
-	mt, err := m.Paths.preflight(ctx, m.NodeName)
+	mt, err := m.Paths.preflight(ctx, m.NodeName, false)
 	if err != nil {
 		return err
 	}
@@ -116,6 +116,20 @@ func (m *Mover) prepare(ctx context.Context, op string) error {
 		return fmt.Errorf("clear %s: %w", m.Paths.savedDir(), err)
 	}
 	return m.Paths.writeMeta(m.meta)
+}
+
+// Preflight runs install's checks that hold before the node is drained,
+// changing nothing: what the operator asks before it cordons the node.
+func (m *Mover) Preflight(ctx context.Context) error {
+	m.defaults()
+	if _, err := m.Paths.preflight(ctx, m.NodeName, true); err != nil {
+		return err
+	}
+	if err := systemd.Available(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(m.Out, "preflight: ok (the node may be drained and moved)")
+	return nil
 }
 
 // Install moves the kubelet onto quantykube runtime. With dryRun it prints

@@ -54,7 +54,9 @@ func (p Paths) readMeta() (*meta, error) {
 }
 
 // preflight checks everything install runtime needs and changes nothing.
-func (p Paths) preflight(ctx context.Context, node string) (*meta, error) {
+// With beforeDrain it skips the one check that needs the node drained (the
+// operator runs it before it cordons the node).
+func (p Paths) preflight(ctx context.Context, node string, beforeDrain bool) (*meta, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("install runtime must run as root on the node (try sudo)")
 	}
@@ -97,7 +99,7 @@ func (p Paths) preflight(ctx context.Context, node string) (*meta, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%v; is --node-name right?", err)
 	}
-	if len(pods.Other) > 0 {
+	if len(pods.Other) > 0 && !beforeDrain {
 		names := podNames(pods.Other)
 		if len(names) > 5 {
 			names = append(names[:5], fmt.Sprintf("and %d more", len(names)-5))

@@ -40,6 +40,8 @@ func NewCommand() *cobra.Command {
 			mgr, err := operator.NewManager(cfg, operator.Options{
 				Image: image, Namespace: namespace, LeaderElect: leaderElect,
 				MetricsAddr: metricsAddr, ProbeAddr: probeAddr, Log: logger,
+				// The downward API names the operator's own pod (deploy/).
+				PodName: os.Getenv("POD_NAME"), PodNamespace: os.Getenv("POD_NAMESPACE"),
 			})
 			if err != nil {
 				return err

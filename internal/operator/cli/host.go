@@ -18,7 +18,7 @@ const terminationLog = "/dev/termination-log"
 // operator's host pods run (hostPID, privileged). See package hostrun.
 func newHostCommand() *cobra.Command {
 	var since string
-	var check, detach bool
+	var check, detach, preflight bool
 	var root string
 	cmd := &cobra.Command{
 		Use:    "host install|undo store|runtime",
@@ -30,7 +30,7 @@ func newHostCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := &hostrun.Runner{Target: hostrun.Target{Op: args[0], Subject: args[1]}, Root: root, CheckOnly: check, Log: logger}
+			r := &hostrun.Runner{Target: hostrun.Target{Op: args[0], Subject: args[1]}, Root: root, CheckOnly: check, PreflightOnly: preflight, Log: logger}
 			if err := r.Validate(); err != nil {
 				return fmt.Errorf("%w; usage: quantykube operator host install|undo store|runtime", err)
 			}
@@ -68,6 +68,7 @@ func newHostCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&since, "since", "", "runs started before this time belong to earlier attempts (RFC 3339)")
 	f.BoolVar(&check, "check", false, "only report the journal's state; start nothing")
+	f.BoolVar(&preflight, "preflight", false, "only run the install's checks that need no drained node; start nothing")
 	f.BoolVar(&detach, "detach", false, "exit once the unit runs instead of following it to its end")
 	f.StringVar(&root, "host-root", hostrun.HostRoot, "the host's root as seen from here")
 	return cmd

@@ -12,6 +12,10 @@ const (
 	StateRunning    = "running"     // the unit still runs (reported when only checking)
 	StateStarted    = "started"     // the unit was started; following was cut short
 	StateNone       = "none"        // no run of this operation on record
+	// StateRefused: the host command refused before it changed anything
+	// (its preflight, or a recorded state that no longer stands); Detail is
+	// its one-line reason.
+	StateRefused = "refused"
 )
 
 // Result is the termination message of a host pod.

@@ -26,6 +26,10 @@ type Runner struct {
 	Since time.Time
 	// CheckOnly reports the journal's state and starts nothing.
 	CheckOnly bool
+	// PreflightOnly runs the install's checks that need no drained node
+	// (`install SUBJECT --preflight`) and reports done or refused; it starts
+	// and changes nothing.
+	PreflightOnly bool
 	// Poll is the follow interval (default 1 s).
 	Poll time.Duration
 	Log  *slog.Logger
@@ -43,6 +47,9 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	}
 	r.defaults()
 	res := Result{Subject: r.Subject, Op: r.Op}
+	if r.PreflightOnly {
+		return r.preflight(ctx)
+	}
 	if !r.CheckOnly {
 		if done := r.settleOpposite(ctx); !done {
 			res.State = StateStarted // the pod's context ended while waiting; a later attempt goes on
@@ -56,6 +63,10 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	active := r.unitActive(ctx)
 	switch {
 	case !active && lr.satisfied(r.Op):
+		if reason := r.verify(ctx); reason != "" {
+			res.State, res.Detail = StateRefused, reason
+			return res, nil
+		}
 		res.State, res.Detail = StateDone, r.measurement()
 		return res, nil
 	case !active && lr.Op == r.Op && lr.Finished == "rolled-back" && lr.Started.After(r.Since):
@@ -148,8 +159,12 @@ func (r *Runner) follow(ctx context.Context) (Result, error) {
 	switch {
 	case lr.satisfied(r.Op):
 		res.State, res.Detail = StateDone, r.measurement()
-	case lr.Finished == "rolled-back":
+	case lr.Finished == "rolled-back" && lr.Started.After(r.Since):
 		res.State, res.Detail = StateRolledBack, lr.Failure
+	case !lr.Started.After(r.Since):
+		// The command exited before it began a run: a refusal, whose one
+		// line is the last of its output.
+		res.State, res.Detail = StateRefused, r.lastOutputLine()
 	default:
 		return res, fmt.Errorf("%s exited without finishing its journal %s; see %s on the host", r.Unit(), r.Journal(), r.Output())
 	}

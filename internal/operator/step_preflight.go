@@ -1,0 +1,88 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+	"github.com/quantyroot/quantykube/internal/operator/hostrun"
+)
+
+// preflightStep checks a node before anything touches it: if the operator
+// itself runs there, another node must be able to take it when the drain
+// evicts it; and the node's install checks must pass on the host (a host pod
+// runs `install runtime --preflight`, the checks that need no drain). A
+// refusal fails the node with the host's reason, neither cordoned nor
+// drained.
+func (r *Reconciler) preflightStep(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
+	stuck, err := r.nowhereToGo(ctx, name)
+	if err != nil {
+		return outcome{}, err
+	}
+	if stuck != "" {
+		return outcome{failed: errors.New(stuck)}, nil
+	}
+	j := hostJob{Target: hostrun.Target{Subject: "runtime", Op: "install"}, Node: name, Preflight: true, Since: nodeStart(in, name)}
+	return r.followHostJob(ctx, in, j)
+}
+
+// nowhereToGo returns why draining node would leave the operator nowhere to
+// run ("" when it does not run there, or another node can take it): some
+// other node must be Ready, schedulable, match its node selector and carry
+// no taint its pod does not tolerate.
+func (r *Reconciler) nowhereToGo(ctx context.Context, node string) (string, error) {
+	if r.PodName == "" {
+		return "", nil // not running in a pod (tests, out of cluster)
+	}
+	var self corev1.Pod
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: r.PodNamespace, Name: r.PodName}, &self); err != nil {
+		return "", fmt.Errorf("get the operator's own pod %s/%s: %w", r.PodNamespace, r.PodName, err)
+	}
+	if self.Spec.NodeName != node {
+		return "", nil
+	}
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return "", fmt.Errorf("list nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		if n := &nodes.Items[i]; n.Name != node && canRun(&self, n) {
+			return "", nil // the drain evicts the operator; it goes on from there
+		}
+	}
+	return fmt.Sprintf("the operator runs on %s, the node to drain, and no other node can take it (every other node is cordoned, NotReady, tainted against it or outside its node selector); make room on another node (its Deployment tolerates the control plane's taint), then change the spec to retry", node), nil
+}
+
+// canRun reports whether the scheduler could place pod on n, as far as
+// readiness, cordon, node selector and taints go.
+func canRun(pod *corev1.Pod, n *corev1.Node) bool {
+	if n.Spec.Unschedulable || !nodeReady(n) {
+		return false
+	}
+	if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(n.Labels)) {
+		return false
+	}
+	for i := range n.Spec.Taints {
+		t := &n.Spec.Taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		tolerated := false
+		for j := range pod.Spec.Tolerations {
+			if pod.Spec.Tolerations[j].ToleratesTaint(logr.Discard(), t, false) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return false
+		}
+	}
+	return true
+}
