@@ -22,6 +22,7 @@ import (
 
 	"github.com/quantyroot/quantykube/internal/store/etcdapi"
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
+	"github.com/quantyroot/quantykube/internal/store/replica"
 )
 
 // grpcOverheadBytes is what etcd allows above --max-request-bytes for the
@@ -49,7 +50,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer closeAll(metricsLns)
 
-	st, err := mvcc.Open(cfg.DataDir, mvcc.Options{NoSync: cfg.UnsafeNoFsync, Logger: log, CacheSize: cfg.CacheBytes})
+	st, err := mvcc.Open(cfg.DataDir, mvcc.Options{NoSync: cfg.UnsafeNoFsync, Logger: log, CacheSize: cfg.CacheBytes, Replicated: cfg.Clustered()})
 	if err != nil {
 		return err
 	}
@@ -61,10 +62,23 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if len(advertise) == 0 {
 		advertise = cfg.ListenClientURLs
 	}
-	api := etcdapi.New(st, etcdapi.Config{
+	apiCfg := etcdapi.Config{
 		Name: cfg.Name, ClientURLs: advertise, MaxRequestBytes: cfg.MaxRequestBytes, MaxTxnOps: cfg.MaxTxnOps,
 		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes,
-	})
+	}
+	var rep *replica.Replica
+	memberDone := make(<-chan struct{})
+	if cfg.Clustered() {
+		cfg.Cluster.ClientURLs = advertise
+		if rep, err = replica.Start(cfg.Cluster, st, log); err != nil {
+			return err
+		}
+		defer rep.Stop()
+		st.SetProposer(rep)
+		apiCfg.Cluster = member{rep}
+		memberDone = rep.Done()
+	}
+	api := etcdapi.New(st, apiCfg)
 	maxReq := cfg.MaxRequestBytes
 	if maxReq <= 0 {
 		maxReq = 1536 * 1024
@@ -123,12 +137,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("store ready", "name", cfg.Name, "data-dir", cfg.DataDir, "revision", st.Rev(), "compacted", st.CompactedRev())
 
+	var memberErr error
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("listener failed", "err", err)
 		}
+	case <-memberDone:
+		memberErr = rep.Err()
 	}
 	log.Info("stopping store")
 	for _, h := range httpServers {
@@ -146,7 +163,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		gsTLS.Stop()
 		gsPlain.Stop()
 	}
-	return st.Close()
+	if rep != nil {
+		rep.Stop()
+	}
+	if err := st.Close(); err != nil {
+		return err
+	}
+	return memberErr
 }
 
 func boolInt(b bool) int {

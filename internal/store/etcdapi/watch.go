@@ -17,6 +17,9 @@ import (
 // watches on an mvcc.WatchStream, and this goroutine sends what the stream
 // produces, in order, plus the periodic progress notifications.
 func (s *Server) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.WatchResponse]) error {
+	if err := s.requireLeader(stream.Context()); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	ws := s.store.NewWatchStream()
