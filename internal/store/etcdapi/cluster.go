@@ -53,8 +53,8 @@ func (c singleMember) Members() ([]*pb.Member, error) {
 func (c singleMember) AddMember(context.Context, []string, bool) (*pb.Member, error) {
 	return nil, errSingleMember
 }
-func (c singleMember) RemoveMember(context.Context, uint64) error          { return errSingleMember }
-func (c singleMember) PromoteMember(context.Context, uint64) error         { return errSingleMember }
+func (c singleMember) RemoveMember(context.Context, uint64) error           { return errSingleMember }
+func (c singleMember) PromoteMember(context.Context, uint64) error          { return errSingleMember }
 func (c singleMember) UpdateMember(context.Context, uint64, []string) error { return errSingleMember }
 
 // MemberList serves Cluster.MemberList.
