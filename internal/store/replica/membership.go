@@ -136,7 +136,7 @@ func (r *Replica) publish() {
 		if m := r.member(r.id); m != nil && m.Name == r.cfg.Name && sameStrings(m.ClientURLs, r.cfg.ClientURLs) {
 			return
 		}
-		if r.lead.Load() != 0 && !r.isLearner.Load() {
+		if r.lead.Load() != 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), r.requestTimeout())
 			_, err := r.Propose(ctx, &pb.InternalRaftRequest{ClusterMemberAttrSet: &membershippb.ClusterMemberAttrSetRequest{
 				Member_ID: r.id, MemberAttributes: &membershippb.Attributes{Name: r.cfg.Name, ClientUrls: r.cfg.ClientURLs},

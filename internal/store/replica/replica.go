@@ -141,9 +141,10 @@ func (r *Replica) setLeader(lead uint64) {
 	if old == lead {
 		return
 	}
-	if lead == r.id {
-		r.store.PromoteLeases(r.cfg.ElectionTimeout)
-	}
+	// Every member renews its leases' expiry: the new leader so that none
+	// expires because of the election (etcd's lessor.Promote), the others
+	// so that TimeToLive answers close to the leader's.
+	r.store.PromoteLeases(r.cfg.ElectionTimeout)
 	r.log.Info("raft leader changed", "member", types.ID(r.id).String(), "leader", types.ID(lead).String(), "term", r.term.Load())
 	r.leaderMu.Lock()
 	close(r.leaderChanged)
@@ -154,7 +155,7 @@ func (r *Replica) setLeader(lead uint64) {
 // Propose replicates req and returns what its local apply returned
 // (mvcc.Proposer). Errors are etcd's: no leader, timeout, stopped.
 func (r *Replica) Propose(ctx context.Context, req *pb.InternalRaftRequest) (any, error) {
-	if r.isLearner.Load() {
+	if r.isLearner.Load() && req.ClusterMemberAttrSet == nil {
 		return nil, rpctypes.ErrGRPCNotSupportedForLearner
 	}
 	id := r.reqIDs.Next()
