@@ -79,11 +79,21 @@ func (c *cluster) scheme() string {
 // each serves a linearizable Range.
 func startCluster(t testing.TB, n int, opts clusterOptions) *cluster {
 	t.Helper()
+	return startClusterWithListen(t, n, opts, nil)
+}
+
+// startClusterWithListen is startCluster with given peer listen URLs
+// (member index -> URL), for proxies that must know them first.
+func startClusterWithListen(t testing.TB, n int, opts clusterOptions, listenURLs map[int]string) *cluster {
+	t.Helper()
 	dir := t.TempDir()
 	c := &cluster{t: t, PKI: newPKI(t, filepath.Join(dir, "pki"), "qk-cluster-ca"), token: "qk-" + fmt.Sprint(time.Now().UnixNano()), dir: dir, plain: opts.PlainPeers}
 	var initial []string
 	for i := 1; i <= n; i++ {
 		listen := c.scheme() + freeAddr(t)
+		if u, ok := listenURLs[i]; ok {
+			listen = u
+		}
 		adv := listen
 		if u, ok := opts.AdvertisePeer[i]; ok {
 			adv = u
