@@ -166,7 +166,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if rep != nil {
 		rep.Stop()
 	}
-	if err := st.Close(); err != nil {
+	if err := st.Close(); err != nil && memberErr == nil {
 		return err
 	}
 	return memberErr

@@ -33,6 +33,7 @@ type clusterOptions struct {
 	// AdvertisePeer maps a member index to the peer URL it advertises (a
 	// proxy in front of its listener); absent: its listen URL.
 	AdvertisePeer map[int]string
+	deferStart    bool
 }
 
 // newClusterMember prepares (does not start) member i of c.
@@ -104,12 +105,27 @@ func startClusterWithListen(t testing.TB, n int, opts clusterOptions, listenURLs
 	}
 	for _, m := range c.Members {
 		m.clusterArgs = append(m.clusterArgs, "--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new")
+	}
+	if !opts.deferStart {
+		c.start()
+	}
+	return c
+}
+
+// startClusterDeferred prepares a cluster; the test calls start.
+func startClusterDeferred(t testing.TB, n int, opts clusterOptions) *cluster {
+	opts.deferStart = true
+	return startCluster(t, n, opts)
+}
+
+// start starts every member and waits until each serves.
+func (c *cluster) start() {
+	for _, m := range c.Members {
 		m.startProc()
 	}
 	for _, m := range c.Members {
 		m.waitReady()
 	}
-	return c
 }
 
 // Client is a client of every member's endpoint (as kube-apiserver is

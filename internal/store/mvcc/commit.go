@@ -163,7 +163,7 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 				// were committed; a restart replays it from m/applied.
 				opts = pebble.NoSync
 			}
-			if err := batch.Commit(opts); err != nil {
+			if err := commitBatch(batch, opts); err != nil {
 				err = fmt.Errorf("%w: commit: %v", ErrFailed, err)
 				s.failed.Store(&err)
 				s.log.Error("commit failed; refusing further writes", "err", err)
@@ -187,4 +187,16 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 	for _, req := range reqs {
 		close(req.done)
 	}
+}
+
+// commitBatch commits b. pebble panics when its WAL cannot be written (a
+// full disk): that panic becomes an error here, so the store fails with one
+// clear message instead of a crash; pebble is not used afterwards.
+func commitBatch(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	return b.Commit(opts)
 }

@@ -250,6 +250,12 @@ func (s *Store) Close() error {
 		close(s.stopc)
 		<-s.donec
 		s.hub.close()
+		if errp := s.failed.Load(); errp != nil {
+			// The engine failed (a full disk): pebble may hold its locks;
+			// the WAL has everything a restart needs.
+			err = *errp
+			return
+		}
 		s.compactWG.Wait()
 		err = s.db.Close()
 	})

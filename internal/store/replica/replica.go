@@ -120,7 +120,7 @@ func (r *Replica) Stop() {
 // fail stops the member because of err, logged as one line that names the
 // problem and the fix.
 func (r *Replica) fail(err error) {
-	r.log.Error("member stopping", "err", err)
+	r.log.Debug("member stopping", "err", err) // Run returns err: main prints it as the one line
 	select {
 	case r.errc <- err:
 	default:
