@@ -22,10 +22,17 @@ func (c *cluster) addMember(t *testing.T, learner bool) (*server, uint64) {
 	defer cancel()
 	var resp *clientv3.MemberAddResponse
 	var err error
-	if learner {
-		resp, err = cl.MemberAddAsLearner(ctx, []string{peer})
-	} else {
-		resp, err = cl.MemberAdd(ctx, []string{peer})
+	for {
+		if learner {
+			resp, err = cl.MemberAddAsLearner(ctx, []string{peer})
+		} else {
+			resp, err = cl.MemberAdd(ctx, []string{peer})
+		}
+		// etcd refuses changes until its members have been connected for 5 s.
+		if err == nil || !strings.Contains(err.Error(), "unhealthy cluster") || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if err != nil {
 		t.Fatalf("member add %s (learner %v): %v", peer, learner, err)
