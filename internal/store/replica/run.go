@@ -39,6 +39,13 @@ func (r *Replica) handleReady(rd raft.Ready) error {
 	if len(rd.ReadStates) > 0 {
 		r.reads.deliver(rd.ReadStates)
 	}
+	// A leader sends its appends before it writes them to its own WAL (the
+	// raft thesis, 10.2.1; etcd does the same): the entries commit once a
+	// quorum, which may or may not include the leader, has them on disk.
+	leaderSent := r.IsLeader()
+	if leaderSent {
+		r.send(rd.Messages)
+	}
 	snapshot := rd.Snapshot
 	if !raft.IsEmptySnap(snapshot) {
 		if err := r.snapshotter.SaveSnap(snapshot); err != nil {
@@ -60,7 +67,9 @@ func (r *Replica) handleReady(rd raft.Ready) error {
 	if err := r.storage.Append(rd.Entries); err != nil {
 		return fmt.Errorf("append raft entries: %w", err)
 	}
-	r.send(rd.Messages)
+	if !leaderSent {
+		r.send(rd.Messages)
+	}
 	if err := r.apply(rd.CommittedEntries); err != nil {
 		return err
 	}
