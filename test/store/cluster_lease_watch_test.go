@@ -103,4 +103,3 @@ func waitDelete(t *testing.T, wc clientv3.WatchChan, key string, timeout time.Du
 		}
 	}
 }
-
