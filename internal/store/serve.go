@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,43 +67,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Name: cfg.Name, ClientURLs: advertise, MaxRequestBytes: cfg.MaxRequestBytes, MaxTxnOps: cfg.MaxTxnOps,
 		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes,
 	}
-	var rep *replica.Replica
-	memberDone := make(<-chan struct{})
-	if cfg.Clustered() {
-		cfg.Cluster.ClientURLs = advertise
-		if rep, err = replica.Start(cfg.Cluster, st, log); err != nil {
-			return err
-		}
-		defer rep.Stop()
-		st.SetProposer(rep)
-		apiCfg.Cluster = member{rep}
-		memberDone = rep.Done()
+	rep, memberDone, err := startMember(&cfg, &apiCfg, st, advertise, log)
+	if err != nil {
+		return err
 	}
 	api := etcdapi.New(st, apiCfg)
-	maxReq := cfg.MaxRequestBytes
-	if maxReq <= 0 {
-		maxReq = 1536 * 1024
-	}
 	metrics := newMetrics(st)
-	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(maxReq + grpcOverheadBytes),
-		grpc.MaxSendMsgSize(math.MaxInt32),
-		grpc.MaxConcurrentStreams(math.MaxUint32),
-		// Unary calls run on a pool of long-lived goroutines whose stacks have
-		// grown already, instead of a fresh goroutine per call (profiled: 26 %
-		// of a read-heavy load was stack copying).
-		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
-		grpc.ChainUnaryInterceptor(metrics.unary),
-		grpc.ChainStreamInterceptor(metrics.stream),
-	}
-	if tlsCfg != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
-	}
-	// One gRPC server per TLS mode: https listeners get TLS, http ones not.
-	gsTLS := grpc.NewServer(opts...)
-	gsPlain := grpc.NewServer(opts[:len(opts)-boolInt(tlsCfg != nil)]...)
+	gsTLS, gsPlain := newGRPCServers(cfg, tlsCfg, metrics)
 	hs := health.NewServer()
 	for _, g := range []*grpc.Server{gsTLS, gsPlain} {
 		api.Register(g)
@@ -110,31 +81,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 
 	errc := make(chan error, len(clientLns)+len(metricsLns))
-	for _, l := range clientLns {
-		g := gsPlain
-		if l.tls {
-			g = gsTLS
-		}
-		go func(l boundListener) { errc <- g.Serve(l.Listener) }(l)
-		log.Info("serving etcd v3 API", "url", l.url)
-	}
-	mux := http.NewServeMux()
-	metrics.register(mux)
-	if cfg.EnablePprof {
-		registerPprof(mux)
-	}
-	var httpServers []*http.Server
-	for _, l := range metricsLns {
-		hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		if l.tls {
-			hsrv.TLSConfig = tlsCfg
-			go func(l boundListener) { errc <- hsrv.ServeTLS(l.Listener, "", "") }(l)
-		} else {
-			go func(l boundListener) { errc <- hsrv.Serve(l.Listener) }(l)
-		}
-		httpServers = append(httpServers, hsrv)
-		log.Info("serving metrics and health", "url", l.url)
-	}
+	serveClients(clientLns, gsTLS, gsPlain, errc, log)
+	httpServers := serveMetrics(cfg, metricsLns, tlsCfg, metrics, errc, log)
 	log.Info("store ready", "name", cfg.Name, "data-dir", cfg.DataDir, "revision", st.Rev(), "compacted", st.CompactedRev())
 
 	var memberErr error
@@ -151,25 +99,110 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	for _, h := range httpServers {
 		_ = h.Close()
 	}
-	stopped := make(chan struct{})
-	go func() {
-		gsTLS.GracefulStop()
-		gsPlain.GracefulStop()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-time.After(2 * time.Second):
-		gsTLS.Stop()
-		gsPlain.Stop()
-	}
+	stopGRPC(gsTLS, gsPlain)
 	if rep != nil {
-		rep.Stop()
+		rep.Stop() // before the store closes
 	}
 	if err := st.Close(); err != nil && memberErr == nil {
 		return err
 	}
 	return memberErr
+}
+
+// startMember makes the store a raft member when clustering flags are set;
+// memberDone is closed if the member stops on its own (a failure, its
+// removal).
+func startMember(cfg *Config, apiCfg *etcdapi.Config, st *mvcc.Store, advertise []string, log *slog.Logger) (*replica.Replica, <-chan struct{}, error) {
+	if !cfg.Clustered() {
+		return nil, make(<-chan struct{}), nil
+	}
+	cfg.Cluster.ClientURLs = advertise
+	rep, err := replica.Start(cfg.Cluster, st, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	st.SetProposer(rep)
+	apiCfg.Cluster = member{rep}
+	return rep, rep.Done(), nil
+}
+
+// serveClients serves the etcd API on the client listeners.
+func serveClients(lns []boundListener, gsTLS, gsPlain *grpc.Server, errc chan<- error, log *slog.Logger) {
+	for _, l := range lns {
+		g := gsPlain
+		if l.tls {
+			g = gsTLS
+		}
+		go func(l boundListener) { errc <- g.Serve(l.Listener) }(l)
+		log.Info("serving etcd v3 API", "url", l.url)
+	}
+}
+
+// serveMetrics serves /metrics, /health, /readyz (and pprof) on the
+// metrics listeners.
+func serveMetrics(cfg Config, lns []boundListener, tlsCfg *tls.Config, metrics *metrics, errc chan<- error, log *slog.Logger) []*http.Server {
+	mux := http.NewServeMux()
+	metrics.register(mux)
+	if cfg.EnablePprof {
+		registerPprof(mux)
+	}
+	var httpServers []*http.Server
+	for _, l := range lns {
+		hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		if l.tls {
+			hsrv.TLSConfig = tlsCfg
+			go func(l boundListener) { errc <- hsrv.ServeTLS(l.Listener, "", "") }(l)
+		} else {
+			go func(l boundListener) { errc <- hsrv.Serve(l.Listener) }(l)
+		}
+		httpServers = append(httpServers, hsrv)
+		log.Info("serving metrics and health", "url", l.url)
+	}
+	return httpServers
+}
+
+// newGRPCServers builds one gRPC server per TLS mode: https listeners get
+// TLS, http ones not.
+func newGRPCServers(cfg Config, tlsCfg *tls.Config, metrics *metrics) (gsTLS, gsPlain *grpc.Server) {
+	maxReq := cfg.MaxRequestBytes
+	if maxReq <= 0 {
+		maxReq = 1536 * 1024
+	}
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(maxReq + grpcOverheadBytes),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.MaxConcurrentStreams(math.MaxUint32),
+		// Unary calls run on a pool of long-lived goroutines whose stacks have
+		// grown already, instead of a fresh goroutine per call (profiled: 26 %
+		// of a read-heavy load was stack copying).
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
+		grpc.ChainUnaryInterceptor(metrics.unary),
+		grpc.ChainStreamInterceptor(metrics.stream),
+	}
+	if tlsCfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	return grpc.NewServer(opts...), grpc.NewServer(opts[:len(opts)-boolInt(tlsCfg != nil)]...)
+}
+
+// stopGRPC stops the servers gracefully, forcibly after 2 s.
+func stopGRPC(servers ...*grpc.Server) {
+	stopped := make(chan struct{})
+	go func() {
+		for _, g := range servers {
+			g.GracefulStop()
+		}
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		for _, g := range servers {
+			g.Stop()
+		}
+	}
 }
 
 func boolInt(b bool) int {
