@@ -3,6 +3,8 @@ package storee2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,6 +36,8 @@ type clusterOptions struct {
 	// proxy in front of its listener); absent: its listen URL.
 	AdvertisePeer map[int]string
 	deferStart    bool
+	// FirstName names member 1 (default m1).
+	FirstName string
 }
 
 // newClusterMember prepares (does not start) member i of c.
@@ -100,6 +104,9 @@ func startClusterWithListen(t testing.TB, n int, opts clusterOptions, listenURLs
 			adv = u
 		}
 		m := c.newMember(i, listen, adv, opts.serverOptions)
+		if i == 1 && opts.FirstName != "" {
+			m.Name = opts.FirstName
+		}
 		c.Members = append(c.Members, m)
 		initial = append(initial, m.Name+"="+adv)
 	}
@@ -249,4 +256,21 @@ func (c *cluster) checkSameState(rev int64) {
 			c.t.Fatalf("HashKV at revision %d differs: %s has %x, another member %x", rev, m.Name, h.Hash, first)
 		}
 	}
+}
+
+// clusterMembers is QK_STORE_MEMBERS: with 3, every test that starts "a
+// server" gets member 1 of a 3-member cluster (the others run beside it and
+// are killed at cleanup), so the single-server tests also run in cluster
+// mode: Kill9 and Start then kill and restart one member under load.
+func clusterMembers() int {
+	n, _ := strconv.Atoi(os.Getenv("QK_STORE_MEMBERS"))
+	return n
+}
+
+func startClusterServer(t testing.TB, n int, opts serverOptions) *server {
+	t.Helper()
+	c := startCluster(t, n, clusterOptions{serverOptions: opts, FirstName: "qk-test"}) // tests compare the name
+	s := c.Members[0]
+	s.cluster = c
+	return s
 }

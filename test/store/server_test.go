@@ -49,6 +49,8 @@ type server struct {
 	ClientPair keyPair // trusted by the server
 	opts       serverOptions
 	logPath    string
+	// cluster is set when the server is member 1 of a cluster (QK_STORE_MEMBERS).
+	cluster *cluster
 	// clusterArgs, when set, are the clustering flags of a cluster member
 	// (cluster_helpers_test.go); they replace the single etcd's peer flags.
 	clusterArgs []string
@@ -67,6 +69,9 @@ const readyTimeout = 60 * time.Second
 // waits until it serves a Range over TLS.
 func startServer(t testing.TB, opts serverOptions) *server {
 	t.Helper()
+	if n := clusterMembers(); n > 1 {
+		return startClusterServer(t, n, opts)
+	}
 	kind := serverKind(t)
 	bin := serverBin(t, kind)
 	dir := t.TempDir()

@@ -39,7 +39,14 @@ func (r *Replica) apply(committed []*raftpb.Entry) error {
 	}
 	ents := make([]mvcc.Entry, 0, len(committed))
 	waits := make([]pending, 0, len(committed))
+	storeApplied := r.store.Applied().Index
 	for _, e := range committed {
+		if e.GetIndex() <= storeApplied {
+			// Replayed after a restart: the store holds it already; raft
+			// still needs the conf changes it replays.
+			r.replayConf(e)
+			continue
+		}
 		me := mvcc.Entry{Index: e.GetIndex(), Term: e.GetTerm()}
 		var p pending
 		switch e.GetType() {
@@ -61,6 +68,9 @@ func (r *Replica) apply(committed []*raftpb.Entry) error {
 		ents = append(ents, me)
 		waits = append(waits, p)
 	}
+	if len(ents) == 0 {
+		return nil
+	}
 	results, err := r.store.ApplyEntries(ents)
 	if err != nil {
 		return fmt.Errorf("apply raft entries to the store in %s: %w (is the disk full? free space and restart this member; the others keep serving)", r.cfg.DataDir, err)
@@ -75,6 +85,18 @@ func (r *Replica) apply(committed []*raftpb.Entry) error {
 	}
 	r.applyWait.Trigger(last)
 	return nil
+}
+
+// replayConf applies a replayed conf change to raft as it was applied the
+// first time (the store's members already reflect it).
+func (r *Replica) replayConf(e *raftpb.Entry) {
+	if e.GetType() != raftpb.EntryConfChange {
+		return
+	}
+	cc := &raftpb.ConfChange{}
+	if err := proto.Unmarshal(e.GetData(), cc); err == nil {
+		r.node.ApplyConfChange(cc)
+	}
 }
 
 // confUpdate validates a committed conf change against the members the

@@ -142,7 +142,11 @@ func (r *Replica) restart() error {
 	r.committed.Store(hs.GetCommit())
 	r.log.Info("restarting member from its WAL", "member", types.ID(r.id).String(), "cluster", types.ID(r.clusterID).String(),
 		"applied", applied, "commit", hs.GetCommit(), "snapshot", r.snapIndex, "entries", len(ents))
-	r.node = raft.RestartNode(r.raftConfig(applied))
+	// The store may have applied entries whose commit index the WAL did not
+	// sync (etcd's WAL syncs a HardState only with entries or a new term or
+	// vote): raft restarts from the WAL's commit index, and ApplyEntries
+	// skips what the store already holds (etcd's consistent-index check).
+	r.node = raft.RestartNode(r.raftConfig(max(r.snapIndex, min(applied, hs.GetCommit()))))
 	return nil
 }
 
