@@ -125,6 +125,26 @@ func put(t *testing.T, cl *clientv3.Client, k, v string) {
 	}
 }
 
+// putRetry puts k=v, retrying for up to 30 s: right after a member dies, a
+// write forwarded to it times out (as with etcd: "request timed out,
+// possibly due to previous leader failure"); the cluster must take it again.
+func putRetry(t *testing.T, cl *clientv3.Client, k, v string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cl.Put(ctx, k, v)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("put %s: the cluster takes no writes: %v", k, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func errText(err error) string {
 	if err == nil {
 		return "ok"
