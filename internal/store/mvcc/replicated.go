@@ -70,6 +70,9 @@ type Result struct {
 }
 
 func (s *Store) loadApplied(r pebble.Reader) error {
+	if err := s.loadRemoved(); err != nil {
+		return err
+	}
 	v, err := s.get(r, metaApplied)
 	if err != nil || v == nil {
 		s.applied = AppliedIndex{}
@@ -117,10 +120,27 @@ func (s *Store) Members() ([]*pb.Member, error) {
 	return out, it.Error()
 }
 
-// IsRemoved reports whether member id was removed from the cluster.
+// IsRemoved reports whether member id was removed from the cluster (asked
+// for every raft message received: answered from memory).
 func (s *Store) IsRemoved(id uint64) bool {
-	v, _ := s.get(s.db, removedKey(id))
-	return v != nil
+	_, ok := s.removed.Load(id)
+	return ok
+}
+
+// loadRemoved loads the removed member ids into memory.
+func (s *Store) loadRemoved() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCluster, 'r'}, UpperBound: []byte{prefixCluster, 'r' + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	s.removed.Clear()
+	for ok := it.First(); ok; ok = it.Next() {
+		if k := it.Key(); len(k) == 10 {
+			s.removed.Store(binary.BigEndian.Uint64(k[2:]), struct{}{})
+		}
+	}
+	return it.Error()
 }
 
 // Bootstrap records the first members and the applied position of a new
@@ -216,6 +236,8 @@ func (w *writeTxn) applyConf(c *ConfUpdate) error {
 	if c.Remove != 0 {
 		_ = w.b.Delete(memberKey(c.Remove), nil)
 		_ = w.b.Set(removedKey(c.Remove), []byte{1}, nil)
+		id := c.Remove
+		w.afterCommit = append(w.afterCommit, func() { w.s.removed.Store(id, struct{}{}) })
 	}
 	return nil
 }

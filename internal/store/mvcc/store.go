@@ -95,6 +95,8 @@ type Store struct {
 	applied AppliedIndex
 	// restoring is set while RestoreState replaces the data (reads refused).
 	restoring atomic.Bool
+	// removed holds the ids of members removed from the cluster (c/r/).
+	removed sync.Map
 
 	compactMu sync.Mutex // one physical compaction at a time
 	compactWG sync.WaitGroup
