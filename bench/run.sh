@@ -5,6 +5,9 @@
 #   bench/run.sh --quick    smoke check for CI: every workload once at small sizes (< 5 min once the
 #                           peers are built); writes $QK_CACHE/bench/quick/benchmarks-quick.md
 #   bench/run.sh [--quick] [qkbench flags...]   e.g. --runs 5, --only etcd,kube,keyspace, --keep-data
+#   bench/run.sh --members 3 [--quick]   3-member store vs 3-member etcd: put@64, txn, ranges, leader failover;
+#                           writes $QK_CACHE/bench/members3-<time>/benchmarks-3-members.md (never docs/);
+#                           the store is skipped, with the reason, while it has no --initial-cluster
 #
 # What it does: builds the peers through scripts/deps.sh (cached by version under ${QK_CACHE:-.cache}),
 # builds quantykube and the harness (bench/cmd/qkbench), then runs the harness. The harness exits
@@ -13,14 +16,18 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 QUICK=0
+MEMBERS=1
 ARGS=()
-for a in "$@"; do
-  case $a in
+while (($#)); do
+  case $1 in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) ARGS+=("$a") ;;
+    --members) (($# >= 2)) || { echo "bench/run.sh: --members needs 1 or 3" >&2; exit 1; }; MEMBERS=$2; shift ;;
+    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) ARGS+=("$1") ;;
   esac
+  shift
 done
+[[ $MEMBERS == 1 || $MEMBERS == 3 ]] || { echo "bench/run.sh: --members $MEMBERS: use 1 or 3" >&2; exit 1; }
 
 if command -v go >/dev/null 2>&1; then GO=$(command -v go)
 elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
@@ -42,7 +49,11 @@ log "building quantykube and bench/cmd/qkbench"
 REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [[ -n $(git -C "$REPO" status --porcelain -- cmd internal go.mod 2>/dev/null) ]]; then REV="$REV + uncommitted changes"; fi
 
-if ((QUICK)); then
+if ((MEMBERS == 3)); then
+  if ((QUICK)); then WORK=$CACHE/bench/quick-3-members; MODE=(--quick); else WORK=$CACHE/bench/members3-$(date -u +%Y%m%dT%H%M%SZ); MODE=(); fi
+  OUT=$WORK/benchmarks-3-members.md
+  MODE+=(--members 3)
+elif ((QUICK)); then
   WORK=$CACHE/bench/quick
   OUT=$WORK/benchmarks-quick.md
   MODE=(--quick)

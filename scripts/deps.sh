@@ -24,7 +24,7 @@ set -euo pipefail
 
 KUBE_VERSION=v1.36.3     # kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm
 KUBE_STAGING_VERSION=v0.36.3
-ETCD_VERSION=v3.6.16     # etcd etcdctl
+ETCD_VERSION=v3.6.16     # etcd etcdctl etcdutl
 ETCD_BENCH_VERSION=v3.6.8 # etcd-benchmark (newest go.etcd.io/etcd/v3 root module served)
 KINE_VERSION=v0.17.5
 CRI_TOOLS_VERSION=v1.37.0 # crictl critest
@@ -32,7 +32,7 @@ RUNC_VERSION=v1.5.3
 CNI_VERSION=v1.10.0      # cni-plugins: bridge host-local portmap loopback (a directory)
 
 ALL_NAMES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm
-  etcd etcdctl etcd-benchmark kine crictl critest runc cni-plugins)
+  etcd etcdctl etcdutl etcd-benchmark kine crictl critest runc cni-plugins)
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS=$REPO_ROOT/scripts/deps
@@ -50,7 +50,7 @@ find_go() {
 group_of() {
   case $1 in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubeadm) echo kubernetes ;;
-    etcd|etcdctl) echo etcd ;;
+    etcd|etcdctl|etcdutl) echo etcd ;;
     etcd-benchmark) echo etcd-benchmark ;;
     kine) echo kine ;;
     crictl|critest) echo cri-tools ;;
@@ -139,7 +139,9 @@ build_group() {
     etcd)
       check_wrapper etcd "go.etcd.io/etcd/server/v3 $ETCD_VERSION\$"
       for n in "$@"; do
-        local pkg=go.etcd.io/etcd/server/v3; [[ $n == etcdctl ]] && pkg=go.etcd.io/etcd/etcdctl/v3
+        local pkg=go.etcd.io/etcd/server/v3
+        [[ $n == etcdctl ]] && pkg=go.etcd.io/etcd/etcdctl/v3
+        [[ $n == etcdutl ]] && pkg=go.etcd.io/etcd/etcdutl/v3
         CGO_ENABLED=0 gobuild "$WRAPPERS/etcd" -o "$tmp/$n" \
           -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION" "$pkg"
       done
@@ -242,8 +244,8 @@ regen() {
         printf ')\n'
       } >"$dir/go.mod"
       ;;
-    etcd) printf 'module quantykube.local/deps/etcd\n\ngo 1.26.0\n\nrequire (\n\tgo.etcd.io/etcd/etcdctl/v3 %s\n\tgo.etcd.io/etcd/server/v3 %s\n)\n' \
-      "$ETCD_VERSION" "$ETCD_VERSION" >"$dir/go.mod" ;;
+    etcd) printf 'module quantykube.local/deps/etcd\n\ngo 1.26.0\n\nrequire (\n\tgo.etcd.io/etcd/etcdctl/v3 %s\n\tgo.etcd.io/etcd/etcdutl/v3 %s\n\tgo.etcd.io/etcd/server/v3 %s\n)\n' \
+      "$ETCD_VERSION" "$ETCD_VERSION" "$ETCD_VERSION" >"$dir/go.mod" ;;
     etcd-benchmark) printf 'module quantykube.local/deps/etcd-benchmark\n\ngo 1.26.0\n\nrequire go.etcd.io/etcd/v3 %s\n' \
       "$ETCD_BENCH_VERSION" >"$dir/go.mod" ;;
     cri-tools) printf 'module quantykube.local/deps/cri-tools\n\ngo 1.26.6\n\nrequire sigs.k8s.io/cri-tools %s\n' \

@@ -39,7 +39,7 @@ stage "building quantykube and the real components"
 mkdir -p "$CACHE/bin"
 go build -o "$CACHE/bin/quantykube" ./cmd/quantykube
 export QK_STORE_BIN=$CACHE/bin/quantykube
-eval "$(scripts/deps.sh env etcd etcdctl kube-apiserver kube-controller-manager)"
+eval "$(scripts/deps.sh env etcd etcdctl etcdutl kube-apiserver kube-controller-manager)"
 export QK_KUBECTL=${QK_KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
 
 if want 1; then

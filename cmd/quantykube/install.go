@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 
@@ -65,9 +66,38 @@ func newMoveCommand(use, short string, undo bool, addFlags func(*pflag.FlagSet),
 	return cmd
 }
 
+// storeMover is the store's mover with its extra modes: --reattach and
+// --verify for install, --keep-etcd for undo.
+type storeMover struct {
+	*storemove.Mover
+	reattach, verify, keepEtcd bool
+}
+
+func (s storeMover) Install(ctx context.Context, dryRun bool) error {
+	switch {
+	case s.verify:
+		if err := s.Verify(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintln(s.Out, "the store's recorded state stands")
+		return nil
+	case s.reattach:
+		return s.Reattach(ctx, dryRun)
+	}
+	return s.Mover.Install(ctx, dryRun)
+}
+
+func (s storeMover) Undo(ctx context.Context, dryRun bool) error {
+	if s.keepEtcd {
+		return s.Release(ctx, dryRun)
+	}
+	return s.Mover.Undo(ctx, dryRun)
+}
+
 func newStoreMoveCommand(undo bool) *cobra.Command {
 	p := storemove.DefaultPaths()
 	var name string
+	var modes storeMover
 	short := "Move the API server of this kubeadm control-plane node from etcd onto quantykube store, keeping every revision"
 	if undo {
 		short = "Move the API server of this node back from quantykube store onto etcd"
@@ -78,9 +108,17 @@ func newStoreMoveCommand(undo bool) *cobra.Command {
 		f.StringVar(&p.StateDir, "state-dir", p.StateDir, "where the journal and the saved manifests are kept")
 		f.StringVar(&p.DataDir, "data-dir", p.DataDir, "the store's data directory")
 		f.StringVar(&p.Binary, "binary", p.Binary, "where the store's binary is installed for its systemd unit")
+		f.StringVar(&p.Kubeconfig, "kubeconfig", p.Kubeconfig, "kubeadm's admin kubeconfig (kubeadm-config is edited with it)")
 		f.StringVar(&name, "name", "", "the store's member name (default: the host name)")
+		if undo {
+			f.BoolVar(&modes.keepEtcd, "keep-etcd", false, "the API server was pointed back at etcd behind QuantyKube's back: keep etcd's data, stop the store and set its data aside (never deleted)")
+		} else {
+			f.BoolVar(&modes.reattach, "reattach", false, "the API server was pointed back at etcd behind QuantyKube's back: put it on the store again (etcd's writes since are dropped, saved to a snapshot file first)")
+			f.BoolVar(&modes.verify, "verify", false, "only check that the state the journal records still holds (exit 1 with what happened and what to do if not); change nothing")
+		}
 	}, func(log *slog.Logger, out io.Writer) mover {
-		return &storemove.Mover{Paths: p, Log: log, Out: out, NodeName: name}
+		modes.Mover = &storemove.Mover{Paths: p, Log: log, Out: out, NodeName: name}
+		return modes
 	})
 }
 

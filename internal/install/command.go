@@ -18,7 +18,7 @@ type Subject struct {
 	LockPath string
 	Log      *slog.Logger
 	Out      io.Writer
-	// Plan returns the plan of op ("install" or "undo").
+	// Plan returns the plan of op (one of the Op* constants).
 	Plan func(op string) *Plan
 	// Preflight checks that a fresh run of op can start, writing nothing.
 	Preflight func(ctx context.Context, op string) error
@@ -28,9 +28,14 @@ type Subject struct {
 	// Prepare runs after the lock is taken, right before a fresh run of op;
 	// it may write (for example the facts the steps will need). Optional.
 	Prepare func(ctx context.Context, op string) error
+	// Stands checks, writing nothing, that the state the journal records
+	// still holds on the host (nothing moved the subject behind QuantyKube's
+	// back). Execute calls it before it trusts a finished journal; an error
+	// is a refusal that names what happened and what to do. Optional.
+	Stands func(ctx context.Context) error
 }
 
-// Execute runs op ("install" or "undo") the same way for every subject: it
+// Execute runs op (one of the Op* constants) the same way for every subject: it
 // refuses a second concurrent run; it finishes or puts back a run that was
 // interrupted (kill -9, reboot) before anything else; and it runs op unless
 // the subject already is where op leads. Bad input is refused by Preflight
@@ -44,11 +49,15 @@ func (s *Subject) Execute(ctx context.Context, op string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	want := op == "install"
 	interrupted := st.Op != "" && st.Finished == ""
-	if !interrupted && st.Installed == want {
-		s.nothingToDo(op)
-		return false, nil
+	if !interrupted {
+		done, err := s.settled(ctx, st, op)
+		if err != nil || done {
+			if done {
+				s.nothingToDo(op)
+			}
+			return false, err
+		}
 	}
 	if Busy(s.LockPath) {
 		return false, fmt.Errorf("%w; wait for it to finish", ErrBusy)
@@ -75,8 +84,8 @@ func (s *Subject) Execute(ctx context.Context, op string) (bool, error) {
 		if st, err = s.Journal.State(); err != nil {
 			return false, err
 		}
-		if st.Installed == want {
-			return false, nil
+		if done, err := s.settled(ctx, st, op); err != nil || done {
+			return false, err
 		}
 		if err := s.Preflight(ctx, op); err != nil {
 			return false, err
@@ -93,8 +102,35 @@ func (s *Subject) Execute(ctx context.Context, op string) (bool, error) {
 	return true, nil
 }
 
+// settled reports whether the subject already is where op leads, by its
+// journal st and, when the journal says installed, by Stands: an install or
+// undo refuses to trust a journal whose state no longer holds on the host
+// (Stands' error); reattach is settled once that state holds again.
+func (s *Subject) settled(ctx context.Context, st State, op string) (bool, error) {
+	if !st.Installed {
+		return !InstalledAfter(op), nil
+	}
+	var stands error
+	if s.Stands != nil {
+		stands = s.Stands(ctx)
+	}
+	switch op {
+	case OpInstall:
+		return stands == nil, stands
+	case OpUndo:
+		return false, stands
+	case OpReattach:
+		return stands == nil, nil
+	}
+	return false, nil // OpRelease: its preflight wants the state not to stand
+}
+
 func (s *Subject) nothingToDo(op string) {
-	if op == "install" {
+	if op == OpReattach {
+		fmt.Fprintf(s.Out, "the %s runs where the journal says; nothing to reattach\n", s.Name)
+		return
+	}
+	if op == OpInstall {
 		fmt.Fprintf(s.Out, "the %s is already installed; nothing to do\n", s.Name)
 		return
 	}
@@ -103,7 +139,18 @@ func (s *Subject) nothingToDo(op string) {
 
 // DryRun prints op's preflight verdict and plan; it changes nothing.
 func (s *Subject) DryRun(ctx context.Context, op string) {
-	if err := s.Preflight(ctx, op); err != nil {
+	st, err := s.Journal.State()
+	if err == nil && st.Finished != "" {
+		var done bool
+		if done, err = s.settled(ctx, st, op); done {
+			s.nothingToDo(op)
+			return
+		}
+	}
+	if err == nil {
+		err = s.Preflight(ctx, op)
+	}
+	if err != nil {
 		fmt.Fprintf(s.Out, "preflight: %v\n", err)
 	} else {
 		fmt.Fprintln(s.Out, "preflight: ok")

@@ -13,7 +13,7 @@ import (
 // Record is one line of a journal.
 type Record struct {
 	Time time.Time `json:"time"`
-	// Op is "install" or "undo".
+	// Op is one of the Op* constants.
 	Op string `json:"op"`
 	// Event is one of the Event* constants.
 	Event string `json:"event"`
@@ -21,6 +21,21 @@ type Record struct {
 	// Detail is free text: an error, a measurement.
 	Detail string `json:"detail,omitempty"`
 }
+
+// Operations a journal records.
+const (
+	OpInstall = "install" // move the subject onto QuantyKube
+	OpUndo    = "undo"    // move it back, carrying what changed meanwhile
+	// OpReattach puts a subject found moved away behind QuantyKube's back
+	// (its recorded state no longer stands) back onto QuantyKube.
+	OpReattach = "reattach"
+	// OpRelease accepts that the subject was moved back behind
+	// QuantyKube's back: QuantyKube's side is set aside, nothing copied.
+	OpRelease = "release"
+)
+
+// InstalledAfter reports whether a finished op leaves the subject installed.
+func InstalledAfter(op string) bool { return op == OpInstall || op == OpReattach }
 
 // Journal events.
 const (
@@ -136,7 +151,7 @@ func (j *Journal) State() (State, error) {
 			st.Undone[r.Step] = true
 		case EventDone:
 			st.Finished = EventDone
-			st.Installed = r.Op == "install"
+			st.Installed = InstalledAfter(r.Op)
 		case EventRolledBack:
 			st.Finished = EventRolledBack
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/quantyroot/quantykube/internal/store/etcdapi"
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
 	"github.com/quantyroot/quantykube/internal/store/replica"
+	"github.com/quantyroot/quantykube/internal/store/snapshot"
 )
 
 // grpcOverheadBytes is what etcd allows above --max-request-bytes for the
@@ -56,6 +57,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
+	if gone, err := snapshot.RemoveLeftovers(cfg.DataDir); err != nil || len(gone) > 0 {
+		log.Warn("removed what an interrupted snapshot left beside the data dir", "dirs", gone, "err", err)
+	}
 	if cfg.UnsafeNoFsync {
 		log.Warn("--unsafe-no-fsync is set: acknowledged writes can be lost on a crash; tests only")
 	}
@@ -65,7 +69,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	apiCfg := etcdapi.Config{
 		Name: cfg.Name, ClientURLs: advertise, MaxRequestBytes: cfg.MaxRequestBytes, MaxTxnOps: cfg.MaxTxnOps,
-		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes,
+		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes, Logger: log,
 	}
 	rep, memberDone, err := startMember(&cfg, &apiCfg, st, advertise, log)
 	if err != nil {

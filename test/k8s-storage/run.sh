@@ -4,6 +4,7 @@
 #
 #   test/k8s-storage/run.sh [--store-bin PATH] [--run REGEX] [--against-etcd] [--pkg REGEX] [--race]
 #                           [--bench REGEX [--benchtime D]] [--timeout DURATION] [--results DIR]
+#                           [--members 1|3]
 #
 #   --store-bin PATH  quantykube binary to test (default: $QK_STORE_BIN, else build ./cmd/quantykube into the cache)
 #   --run REGEX       passed as -test.run to every test binary (e.g. 'TestWatch|TestList')
@@ -14,6 +15,10 @@
 #   --benchtime D     -test.benchtime for --bench (default: Go's 1s; e.g. 1x for one iteration)
 #   --timeout D       -test.timeout per package (default 60m)
 #   --results DIR     where test2json output and logs go (default: <cache>/k8s-storage/results/<time>-<server>)
+#   --members 1|3     members per test (default 1); 3 starts a replicated cluster per test with etcd's
+#                     clustering flags (--initial-cluster ...) and gives the client all three endpoints
+#   --fast-stop       with --members 3: SIGKILL the followers at test cleanup (the leader still gets SIGTERM
+#                     and must exit cleanly); saves ~1 s per test that starts a cluster
 #
 # How: the module source of k8s.io/apiserver@v0.37.2 is copied from the Go module cache into
 # ${QK_CACHE:-<repo>/.cache}/k8s-storage/apiserver-v0.37.2, every import of
@@ -32,23 +37,27 @@ REPO_ROOT=$(cd "$HERE/../.." && pwd)
 log() { printf '[k8s-storage %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { printf 'run.sh: %s\n' "$*" >&2; exit 2; }
 
-store_bin=${QK_STORE_BIN:-} run_re="" against_etcd=0 pkg_re="" timeout=60m results="" race=0 bench_re="" benchtime=""
+store_bin=${QK_STORE_BIN:-} members=1 run_re="" against_etcd=0 pkg_re="" timeout=60m results="" race=0 bench_re="" benchtime=""
 while (($#)); do
   case $1 in
     --store-bin) (($# >= 2)) || die "--store-bin needs a path"; store_bin=$2; shift 2 ;;
     --run) (($# >= 2)) || die "--run needs a regular expression"; run_re=$2; shift 2 ;;
     --against-etcd) against_etcd=1; shift ;;
+    --fast-stop) export QK_K8S_STORAGE_FAST_STOP=1; shift ;;
+    --members) (($# >= 2)) || die "--members needs 1 or 3"; members=$2; shift 2 ;;
     --race) race=1; shift ;;
     --bench) (($# >= 2)) || die "--bench needs a regular expression"; bench_re=$2; shift 2 ;;
     --benchtime) (($# >= 2)) || die "--benchtime needs a duration like 10s or 5x"; benchtime=$2; shift 2 ;;
     --pkg) (($# >= 2)) || die "--pkg needs a regular expression"; pkg_re=$2; shift 2 ;;
     --timeout) (($# >= 2)) || die "--timeout needs a duration like 30m"; timeout=$2; shift 2 ;;
     --results) (($# >= 2)) || die "--results needs a directory"; results=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 0 ;;
     *) die "unknown argument '$1'; see --help" ;;
   esac
 done
 
+[[ $members == 1 || $members == 3 ]] || die "--members $members: use 1 or 3"
+export QK_K8S_STORAGE_MEMBERS=$members
 command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || die "no Go toolchain; install Go 1.26 at /usr/local/go"
 if ! command -v jq >/dev/null; then
@@ -86,6 +95,9 @@ else
   QK_STORE_BIN=$(cd "$(dirname "$store_bin")" && pwd)/$(basename "$store_bin")
   "$QK_STORE_BIN" store --help >/dev/null 2>&1 ||
     die "'$QK_STORE_BIN store --help' fails; the binary has no working 'store' command yet"
+  if ((members > 1)) && ! "$QK_STORE_BIN" store --help 2>&1 | grep -q -- --initial-cluster; then
+    die "'$QK_STORE_BIN store' has no --initial-cluster flag yet (replication, issue #13); run --members 3 with --against-etcd or a store that has it"
+  fi
   export QK_STORE_BIN QK_K8S_STORAGE_SERVER=quantykube
   log "server: $QK_STORE_BIN store"
 fi
@@ -126,9 +138,10 @@ for p in "${pkgs[@]}"; do
 done
 
 # 4. Run each package from its own directory (testdata paths are relative), through test2json.
-results=${results:-$CACHE/k8s-storage/results/$(date -u +%Y%m%dT%H%M%SZ)-$server}
+suffix=$server; ((members > 1)) && suffix+=-$members-members
+results=${results:-$CACHE/k8s-storage/results/$(date -u +%Y%m%dT%H%M%SZ)-$suffix}
 mkdir -p "$results"
-log "results -> $results"
+log "results -> $results ($members member(s) per test)"
 args=(-test.count 1 -test.v=test2json -test.timeout "$timeout")
 [[ -n $run_re ]] && args+=(-test.run "$run_re")
 if [[ -n $bench_re ]]; then
@@ -176,10 +189,15 @@ cat "$results"/*.json | jq -r 'select(.Test != null and (.Action == "pass" or .A
   | "\(.Action | ascii_upcase)\t\(.Package | sub("k8s.io/apiserver/"; ""))\t\(.Test)"' |
   sort -t$'\t' -k2,2 -k3,3 >"$results/results.tsv"
 baseline=$HERE/results-etcd-3.6.16.tsv
-if [[ $server == quantykube && -f $baseline && -z $run_re && -z $pkg_re ]]; then
+if [[ ($server == quantykube || $members != 1) && -f $baseline && -z $run_re && -z $pkg_re ]]; then
   regress=$(comm -12 <(awk -F'\t' '$1=="PASS"{print $2" "$3}' "$baseline" | LC_ALL=C sort) \
     <(awk -F'\t' '$1=="FAIL"{print $2" "$3}' "$results/results.tsv" | LC_ALL=C sort) | wc -l)
-  echo "failing here but passing on etcd 3.6.16: $regress (compare $results/results.tsv with $baseline)" |
+  echo "failing here but passing on etcd 3.6.16 (1 member): $regress (compare $results/results.tsv with $baseline)" |
+    tee -a "$results/summary.txt"
+  # Every result that differs from the baseline (a test passing here and failing there counts too).
+  diff <(LC_ALL=C sort "$baseline") <(LC_ALL=C sort "$results/results.tsv") | grep '^[<>]' |
+    sed 's/^</  baseline:/; s/^>/  this run:/' | tee "$results/baseline-diff.txt" >&2 || true
+  echo "results differing from the 1-member etcd baseline: $(grep -c 'this run:' "$results/baseline-diff.txt" || true)" |
     tee -a "$results/summary.txt"
 fi
 echo "details: $results" >&2

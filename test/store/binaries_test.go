@@ -15,6 +15,7 @@ const (
 	envStoreBin      = "QK_STORE_BIN"      // the quantykube binary
 	envEtcd          = "QK_ETCD"           // etcd 3.6
 	envEtcdctl       = "QK_ETCDCTL"        // etcdctl 3.6
+	envEtcdutl       = "QK_ETCDUTL"        // etcdutl 3.6
 	envKubeAPIServer = "QK_KUBE_APISERVER" // kube-apiserver v1.36
 	envKubeCM        = "QK_KUBE_CONTROLLER_MANAGER"
 	envKubectl       = "QK_KUBECTL" // default /usr/bin/kubectl
@@ -59,6 +60,10 @@ func binary(t testing.TB, env, def, how string) string {
 
 func etcdctlBin(t testing.TB) string {
 	return binary(t, envEtcdctl, "", "set it to the output of `scripts/deps.sh path etcdctl`")
+}
+
+func etcdutlBin(t testing.TB) string {
+	return binary(t, envEtcdutl, "", "set it to the output of `scripts/deps.sh path etcdutl`")
 }
 
 func kubeAPIServerBin(t testing.TB) string {

@@ -2,7 +2,7 @@ package storee2e
 
 import (
 	"bufio"
-		"fmt"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"

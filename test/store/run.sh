@@ -6,6 +6,8 @@
 #   store (default)  test the quantykube binary, built here from ./cmd/quantykube
 #   etcd             test real etcd 3.6.16 instead (the reference: every test must pass on it)
 #
+# The snapshot tests (TestSnapshot*) run etcd, etcdctl, etcdutl and the store side by side either way.
+#
 # Real binaries come from scripts/deps.sh (built from the Go module proxy on first use, then cached
 # under ${QK_CACHE:-<repo>/.cache}). Any QK_* variable already set wins over what this script finds.
 # CI=true makes a missing binary a failure instead of a skip.
@@ -31,11 +33,11 @@ want() { # want VAR NAME: set VAR from `scripts/deps.sh path NAME` unless it is 
   fi
 }
 want QK_ETCDCTL etcdctl
+want QK_ETCDUTL etcdutl
+want QK_ETCD etcd # the snapshot tests run etcd beside the store whichever KIND is tested
 want QK_KUBE_APISERVER kube-apiserver
 want QK_KUBE_CONTROLLER_MANAGER kube-controller-manager
-if [[ $KIND == etcd ]]; then
-  want QK_ETCD etcd
-elif [[ -z ${QK_STORE_BIN:-} ]]; then
+if [[ -z ${QK_STORE_BIN:-} ]]; then # built for KIND=etcd too: the snapshot tests restore with it
   out=${QK_CACHE:-$ROOT/.cache}/test-store
   mkdir -p "$out"
   (cd "$ROOT" && go build -o "$out/quantykube" ./cmd/quantykube)

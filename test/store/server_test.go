@@ -2,6 +2,7 @@ package storee2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -29,6 +30,15 @@ type serverOptions struct {
 	ExtraArgs []string
 	// MoreClientURLs are listened on besides ClientURL (--listen-client-urls U1,U2).
 	MoreClientURLs int
+	// Kind, when set, is the server to start ("store" or "etcd") instead of
+	// the one QK_STORE_CMD names.
+	Kind string
+	// DataDir, when set, is an existing data dir to start on (a restored
+	// one) instead of a fresh one.
+	DataDir string
+	// Name and PeerURL, when set, are etcd's --name and peer URL (a data
+	// dir made by `etcdutl snapshot restore` records both).
+	Name, PeerURL string
 }
 
 // server is one server process under test (quantykube store or etcd) with its
@@ -69,10 +79,10 @@ const readyTimeout = 60 * time.Second
 // waits until it serves a Range over TLS.
 func startServer(t testing.TB, opts serverOptions) *server {
 	t.Helper()
-	if n := clusterMembers(); n > 1 {
+	if n := clusterMembers(); n > 1 && opts.Kind == "" {
 		return startClusterServer(t, n, opts)
 	}
-	kind := serverKind(t)
+	kind := cmp.Or(opts.Kind, serverKind(t))
 	bin := serverBin(t, kind)
 	dir := t.TempDir()
 	p := newPKI(t, filepath.Join(dir, "pki"), "qk-test-ca")
@@ -80,8 +90,8 @@ func startServer(t testing.TB, opts serverOptions) *server {
 		t:          t,
 		Kind:       kind,
 		bin:        bin,
-		Name:       "qk-test",
-		DataDir:    filepath.Join(dir, "data"),
+		Name:       cmp.Or(opts.Name, "qk-test"),
+		DataDir:    cmp.Or(opts.DataDir, filepath.Join(dir, "data")),
 		ClientURL:  "https://" + freeAddr(t),
 		MetricsURL: "http://" + freeAddr(t),
 		PKI:        p,
@@ -91,7 +101,7 @@ func startServer(t testing.TB, opts serverOptions) *server {
 		logPath:    filepath.Join(dir, "server.log"),
 	}
 	if kind == "etcd" {
-		s.peerURL = "http://" + freeAddr(t)
+		s.peerURL = cmp.Or(opts.PeerURL, "http://"+freeAddr(t))
 	}
 	for i := 0; i < opts.MoreClientURLs; i++ {
 		s.MoreURLs = append(s.MoreURLs, "https://"+freeAddr(t))

@@ -16,6 +16,7 @@ type harness struct {
 	only      map[string]bool // workload groups to run (empty: all)
 	keepData  bool
 	variants  map[string][]string // extra store columns: name -> quantykube store flags
+	members   int                 // 1, or 3: the replicated runs (runCluster)
 }
 
 func (h *harness) want(group string) bool { return len(h.only) == 0 || h.only[group] }
@@ -24,6 +25,12 @@ func (h *harness) want(group string) bool { return len(h.only) == 0 || h.only[gr
 // so that a store that fails to start is reported workload by workload.
 func (h *harness) expectAll(kinds []string) {
 	for _, k := range kinds {
+		if h.members == 3 {
+			for _, w := range h.p.clusterWorkloadNames() {
+				h.res.Expect(w, k)
+			}
+			continue
+		}
 		if h.want("etcd") {
 			for _, w := range h.p.etcdWorkloads() {
 				h.res.Expect(w.Name, k)

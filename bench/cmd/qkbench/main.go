@@ -38,7 +38,9 @@ func run() error {
 		runs                           int
 		out, jsonOut, analysis, stores string
 		only, versions                 string
+		members                        int
 	)
+	flag.IntVar(&members, "members", 1, "members per store: 1, or 3 for the replicated runs (put@64, txn, ranges, leader failover; quantykube and etcd only)")
 	flag.BoolVar(&quick, "quick", false, "small sizes, one run: a smoke check that every workload runs")
 	flag.IntVar(&runs, "runs", 3, "interleaved runs per store (the full run needs at least 3)")
 	flag.StringVar(&h.bins.Store, "store", "", "quantykube binary")
@@ -89,18 +91,28 @@ func run() error {
 		}
 		h.variants[name] = strings.Fields(args)
 	}
+	if members != 1 && members != 3 {
+		return fmt.Errorf("--members %d: use 1 or 3", members)
+	}
+	h.members = members
+	if members == 3 && !isSet("stores") {
+		stores = server.QuantyKube + "," + server.Etcd
+	}
 	kinds := strings.Split(stores, ",")
 	for _, k := range kinds {
+		if members == 3 && k != server.QuantyKube && k != server.Etcd {
+			return fmt.Errorf("--members 3 runs %s and %s only; drop %q from --stores", server.QuantyKube, server.Etcd, k)
+		}
 		if _, ok := h.variants[k]; !ok && k != server.QuantyKube && k != server.Etcd && k != server.Kine {
 			return fmt.Errorf("--stores names %q, which is neither %s, %s, %s nor a --variant", k, server.QuantyKube, server.Etcd, server.Kine)
 		}
 	}
 	h.p = paramsFor(quick)
-	h.res = &report.Results{Quick: quick, Runs: runs, Started: time.Now()}
+	h.res = &report.Results{Quick: quick, Runs: runs, Members: members, Started: time.Now()}
 	h.res.LoadBefore = loadavg()
 	h.res.Machine = machine(h.work)
 	h.res.Versions = append(binVersions(h), parseKV(versions)...)
-	h.res.Parameters = describe(h.p)
+	h.res.Parameters = describe(h.p, members)
 	if jsonOut == "" {
 		jsonOut = filepath.Join(h.work, "results.json")
 	}
@@ -116,7 +128,11 @@ func run() error {
 			}
 			t := time.Now()
 			slog.Info("store run", "run", r, "store", kind)
-			if err := h.runStore(ctx, r, kind); err != nil {
+			run := h.runStore
+			if members == 3 {
+				run = h.runCluster
+			}
+			if err := run(ctx, r, kind); err != nil {
 				h.res.Fail("run %d, %s: %v", r, kind, err)
 				slog.Error("store run failed", "run", r, "store", kind, "err", err)
 			}
@@ -165,7 +181,12 @@ func write(res *report.Results, out string, kinds []string, analysis string) err
 		}
 		extra = string(b)
 	}
-	return report.Render(res, out, kinds, server.Etcd, targets(), intro(res.Quick), extra)
+	tg := targets()
+	if res.Members == 3 {
+		// The targets and bench/analysis.md are about the single-member runs.
+		tg, extra = nil, ""
+	}
+	return report.Render(res, out, kinds, server.Etcd, tg, intro(res.Quick, res.Members), extra)
 }
 
 // check prints every problem and fails if there is one.

@@ -16,17 +16,18 @@ type params struct {
 	Keys, KeyWorkers                            int
 	PageSize                                    int64
 	ValueSize                                   int
+	Failovers                                   int // leader kills per 3-member run
 }
 
 func paramsFor(quick bool) params {
 	if quick {
 		return params{Put1Total: 500, Put64Total: 5000, TxnTotal: 5000, RangeTotal: 10000,
 			WatchPuts: 100, WatchRate: 100, ConfigMaps: 500, KubeClients: 32, KubeLists: 3,
-			Keys: 5000, KeyWorkers: 64, PageSize: 10000, ValueSize: 1024}
+			Keys: 5000, KeyWorkers: 64, PageSize: 10000, ValueSize: 1024, Failovers: 2}
 	}
 	return params{Put1Total: 5000, Put64Total: 50000, TxnTotal: 50000, RangeTotal: 100000,
 		WatchPuts: 1000, WatchRate: 100, ConfigMaps: 10000, KubeClients: 32, KubeLists: 5,
-		Keys: 100000, KeyWorkers: 64, PageSize: 10000, ValueSize: 1024}
+		Keys: 100000, KeyWorkers: 64, PageSize: 10000, ValueSize: 1024, Failovers: 5}
 }
 
 // rangeKey is the key the range workload reads (1 KiB value, written first).

@@ -43,6 +43,7 @@ type Results struct {
 	mu            sync.Mutex
 	Quick         bool                `json:"quick"`
 	Runs          int                 `json:"runs"`
+	Members       int                 `json:"members,omitempty"` // 3 for the replicated runs; 0 or 1: single member
 	Started       time.Time           `json:"started"`
 	Finished      time.Time           `json:"finished"`
 	Machine       []KV                `json:"machine"`

@@ -130,23 +130,14 @@ func start(ctx context.Context, kind string, bins Binaries, dir string) (*Server
 	if kind == QuantyKube || kind == QuantyKubePprof {
 		args = append(args, bins.StoreArgs...)
 	}
-	logf, err := os.Create(filepath.Join(dir, kind+".log"))
-	if err != nil {
-		return nil, fmt.Errorf("create log of %s: %w", kind, err)
-	}
-	s.log = logf
-	s.cmd = exec.Command(bin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	cmdDir := ""
 	if kind == Kine {
-		s.cmd.Dir = s.DataDir
+		cmdDir = s.DataDir
 	}
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+	if err := s.launch(bin, args, filepath.Join(dir, kind+".log"), cmdDir); err != nil {
+		return nil, err
 	}
-	s.done = make(chan error, 1)
-	go func() { s.done <- s.cmd.Wait() }()
+	logf := s.log
 	if err := s.waitReady(ctx, 60*time.Second); err != nil {
 		s.Stop()
 		if b, _ := os.ReadFile(logf.Name()); strings.Contains(string(b), "address already in use") {
@@ -163,6 +154,27 @@ func start(ctx context.Context, kind string, bins Binaries, dir string) (*Server
 	}
 	slog.Info("server ready", "kind", kind, "endpoint", s.Endpoint, "pid", s.cmd.Process.Pid)
 	return s, nil
+}
+
+// launch starts bin with args, its output appended to logPath, in cmdDir
+// ("" for the current directory), and reaps it in the background (s.done).
+func (s *Server) launch(bin string, args []string, logPath, cmdDir string) error {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open log of %s: %w", s.Kind, err)
+	}
+	s.log = logf
+	s.cmd = exec.Command(bin, args...)
+	s.cmd.Stdout, s.cmd.Stderr = logf, logf
+	s.cmd.Dir = cmdDir
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", bin, err)
+	}
+	s.done = make(chan error, 1)
+	go func() { s.done <- s.cmd.Wait() }()
+	return nil
 }
 
 // Client returns a new etcd client of the server. The caller closes it.

@@ -39,10 +39,13 @@ type Mover struct {
 	copier     *Copier
 	followStop context.CancelFunc
 	followDone chan error
-	finalRev   int64
-	stopped    time.Time
-	copyStats  CopyStats
-	Downtime   time.Duration
+	// undo's copy-back: the clients and the follower it leaves running
+	back                *backCopier
+	backStore, backEtcd *clientv3.Client
+	finalRev            int64
+	stopped             time.Time
+	copyStats           CopyStats
+	Downtime            time.Duration
 }
 
 // subject wires the store into the shared install/undo flow.
@@ -51,13 +54,19 @@ func (m *Mover) subject() *install.Subject {
 	return &install.Subject{
 		Name: "store", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out,
 		Plan: func(op string) *install.Plan {
-			if op == "undo" {
+			switch op {
+			case install.OpUndo:
 				return m.undoPlan()
+			case install.OpReattach:
+				return m.reattachPlan()
+			case install.OpRelease:
+				return m.releasePlan()
 			}
 			return m.installPlan()
 		},
 		Preflight: m.preflight,
 		Load:      m.load,
+		Stands:    m.stands,
 	}
 }
 
@@ -71,7 +80,10 @@ func (m *Mover) load() error {
 }
 
 func (m *Mover) preflight(ctx context.Context, op string) error {
-	if op == "undo" {
+	switch op {
+	case install.OpReattach, install.OpRelease:
+		return m.preflightDiverged(ctx, op)
+	case install.OpUndo:
 		if err := m.load(); err != nil {
 			return err
 		}
@@ -80,11 +92,17 @@ func (m *Mover) preflight(ctx context.Context, op string) error {
 		}
 		return nil
 	}
+	if err := m.refuseNewerData(ctx); err != nil {
+		return err
+	}
 	var err error
 	if m.manifest, m.endpoint, err = m.Paths.preflightInstall(ctx); err != nil {
 		return err
 	}
 	m.port = apiserverPort(m.manifest)
+	if err := m.Paths.checkClusterConfig(ctx); err != nil {
+		return err
+	}
 	return systemd.Available(ctx)
 }
 
@@ -95,11 +113,11 @@ func (m *Mover) Install(ctx context.Context, dryRun bool) error {
 		m.ReadyTimeout = 3 * time.Minute
 	}
 	if dryRun {
-		m.subject().DryRun(ctx, "install")
+		m.subject().DryRun(ctx, install.OpInstall)
 		return nil
 	}
 	defer m.closeAll()
-	ran, err := m.subject().Execute(ctx, "install")
+	ran, err := m.subject().Execute(ctx, install.OpInstall)
 	if err != nil || !ran {
 		return err
 	}
@@ -109,10 +127,13 @@ func (m *Mover) Install(ctx context.Context, dryRun bool) error {
 }
 
 func (m *Mover) closeAll() {
-	if m.followStop != nil {
-		m.followStop()
-		<-m.followDone
-		m.followStop = nil
+	m.stopFollow()
+	m.back = nil
+	for _, c := range []**clientv3.Client{&m.backStore, &m.backEtcd} {
+		if *c != nil {
+			(*c).Close()
+			*c = nil
+		}
 	}
 	if m.store != nil {
 		m.store.Close()
@@ -138,6 +159,8 @@ func (m *Mover) installPlan() *install.Plan {
 			Do: m.startStoreDo, Undo: m.removeUnit},
 		{Name: "switch-apiserver", Commit: true, Impact: "the API server starts again, on the store (only --etcd-servers changes)",
 			Do: m.switchDo, Undo: m.switchUndo},
+		{Name: "kubeadm-config", Impact: "none: kubeadm's ClusterConfiguration names the store as external etcd, so kubeadm upgrade keeps the API server on it",
+			Do: m.recordStoreDo},
 	}}
 }
 
@@ -204,6 +227,9 @@ func (m *Mover) catchUpDo(ctx context.Context) error {
 	}
 	m.followStop = nil
 	m.finalRev = rev
+	if err := m.Paths.writeHandover(handover{Etcd: m.endpoint, MovedAt: rev}); err != nil {
+		return err
+	}
 	fmt.Fprintf(m.Out, "  applied %d revisions made during the copy; etcd's final revision is %d\n", rev-m.copyStats.Revision, rev)
 	return nil
 }
@@ -255,6 +281,11 @@ func (m *Mover) startStoreDo(ctx context.Context) error {
 	if err := systemd.Install(ctx, m.storeUnit()); err != nil {
 		return err
 	}
+	return m.waitStore(ctx)
+}
+
+// waitStore waits until the store's unit answers (at m.finalRev when set).
+func (m *Mover) waitStore(ctx context.Context) error {
 	cli, err := m.Paths.dial(StoreURL)
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ type Paths struct {
 	DataDir    string // the store's data
 	Binary     string // where the store's binary is installed for its unit
 	KubeletCfg string // kubelet's configuration (for the CRI endpoint)
+	Kubeconfig string // kubeadm's admin kubeconfig (to edit kubeadm-config)
 }
 
 // DefaultPaths are kubeadm's and QuantyKube's defaults.
@@ -37,6 +38,7 @@ func DefaultPaths() Paths {
 		DataDir:    "/var/lib/quantykube/store",
 		Binary:     "/usr/local/bin/quantykube",
 		KubeletCfg: "/var/lib/kubelet/config.yaml",
+		Kubeconfig: "/etc/kubernetes/admin.conf",
 	}
 }
 
@@ -49,6 +51,19 @@ func (p Paths) savedManifest() string { return filepath.Join(p.StateDir, "kube-a
 func (p Paths) savedStoreManifest() string {
 	return filepath.Join(p.StateDir, "kube-apiserver.store.yaml")
 }
+
+// savedClusterConfig is kubeadm's ClusterConfiguration as it was before the
+// move (etcd.local), kept byte for byte; storeClusterConfig is what install
+// wrote in its place.
+func (p Paths) savedClusterConfig() string {
+	return filepath.Join(p.StateDir, "kubeadm-config.etcd.yaml")
+}
+func (p Paths) storeClusterConfig() string {
+	return filepath.Join(p.StateDir, "kubeadm-config.store.yaml")
+}
+
+// requestTimeout bounds one request to the cluster's API.
+const requestTimeout = 15 * time.Second
 
 func (p Paths) journal() string  { return filepath.Join(p.StateDir, "journal.jsonl") }
 func (p Paths) lockFile() string { return filepath.Join(p.StateDir, "lock") }

@@ -6,38 +6,23 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/quantyroot/quantykube/internal/install"
+	"github.com/quantyroot/quantykube/internal/install/staticpod"
 	"github.com/quantyroot/quantykube/internal/install/systemd"
 )
-
-// bumpKey is the key undo writes to raise etcd's revision past the store's.
-const bumpKey = "/quantykube/revision-bump"
-
-// UndoStats describe an undo.
-type UndoStats struct {
-	StoreRevision int64
-	Puts, Deletes int64
-	Bumped        int64
-	EtcdRevision  int64
-}
 
 // Undo moves the API server back from the store onto etcd.
 func (m *Mover) Undo(ctx context.Context, dryRun bool) error {
 	if dryRun {
-		m.subject().DryRun(ctx, "undo")
+		m.subject().DryRun(ctx, install.OpUndo)
 		return nil
 	}
 	defer m.closeAll()
-	ran, err := m.subject().Execute(ctx, "undo")
+	ran, err := m.subject().Execute(ctx, install.OpUndo)
 	if err != nil || !ran {
 		return err
 	}
@@ -46,19 +31,113 @@ func (m *Mover) Undo(ctx context.Context, dryRun bool) error {
 	return nil
 }
 
+// undoPlan moves the data back while the API server still serves the store
+// (save-etcd, copy-back), so the downtime (stop-apiserver to
+// restore-apiserver) covers only the last few revisions, however long the
+// cluster lived on the store.
 func (m *Mover) undoPlan() *install.Plan {
-	return &install.Plan{Op: "undo", Steps: []install.Step{
+	return &install.Plan{Op: install.OpUndo, Steps: []install.Step{
+		{Name: "kubeadm-config", Impact: "none: kubeadm's ClusterConfiguration names etcd again (byte for byte when nothing else changed it)",
+			Do: m.restoreClusterConfigDo, Undo: m.recordStoreDo},
+		{Name: "save-etcd", Impact: "none: a snapshot of etcd is saved under the state dir before anything is written into it",
+			Do: m.saveEtcdDo},
+		{Name: "copy-back", Impact: "none: while the API server serves the store, etcd is made to hold the store's keys and follows its changes; etcd's revision is raised past the store's",
+			Do: m.copyBackDo},
 		{Name: "stop-apiserver", Impact: "the API server stops: requests fail until restore-apiserver",
 			Do: m.undoStopDo, Undo: m.undoStopUndo},
-		{Name: "copy-back", Impact: "API server down: what changed on the store since the move is written into etcd",
-			Do: m.copyBackDo},
-		{Name: "bump-revision", Impact: "API server down: etcd's revision is raised past the store's and compacted, so stale watchers get 410 and relist",
-			Do: m.bumpDo},
-		{Name: "restore-apiserver", Commit: true, Impact: "the API server starts again on etcd with its original manifest, byte for byte",
+		{Name: "catch-up", Impact: "API server down: the store's last changes (a few revisions) reach etcd; etcd's revision ends above the store's and is compacted there",
+			Do: m.undoCatchUpDo},
+		{Name: "restore-apiserver", Commit: true, Impact: "the API server starts again on etcd: its manifest as before the move (or as kubeadm re-rendered it since), --etcd-servers back on etcd",
 			Do: m.restoreDo, Undo: m.restoreUndo},
 		{Name: "stop-store", Impact: "none: the quantykube-store unit stops and is disabled; its data stays for inspection",
 			Do: m.removeUnit},
 	}}
+}
+
+func (m *Mover) dialBoth() (store, etcd *clientv3.Client, err error) {
+	if store, err = m.Paths.dial(StoreURL); err != nil {
+		return nil, nil, err
+	}
+	if etcd, err = m.Paths.dial(m.endpoint); err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	return store, etcd, nil
+}
+
+// saveEtcdDo saves a snapshot of etcd (etcd's own format, restorable with
+// `etcdutl snapshot restore`) before undo writes into it.
+func (m *Mover) saveEtcdDo(ctx context.Context) error {
+	path, size, err := m.Paths.saveSnapshot(ctx, m.endpoint, "etcd-before-undo")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Out, "  etcd saved before undo writes into it: %s (%d MiB; restore with etcdutl snapshot restore)\n", path, size>>20)
+	return nil
+}
+
+// copyBackDo makes etcd hold the store's keys as of the store's current
+// revision, starts following the store's later changes into etcd, and
+// raises etcd's revision to the store's, all while the API server serves.
+func (m *Mover) copyBackDo(ctx context.Context) error {
+	var err error
+	if m.backStore, m.backEtcd, err = m.dialBoth(); err != nil {
+		return err
+	}
+	rev, err := m.currentRevision(ctx, m.backStore)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	b := newBackCopier(m.backStore, m.backEtcd)
+	puts, dels, err := b.Merge(ctx, rev)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(m.Out, "  etcd holds the store's keys as of revision %d: %d written, %d deleted in %v\n", rev, puts, dels, time.Since(start).Round(time.Millisecond))
+	m.back = b
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.followStop, m.followDone = cancel, make(chan error, 1)
+	go func() { m.followDone <- b.Follow(fctx) }()
+	return m.raiseWhileServing(ctx)
+}
+
+// raiseWhileServing raises etcd's revision to the store's. The store moves
+// on meanwhile (the API server writes a few revisions a second), so it
+// chases it until etcd is level; catch-up, with the API server stopped,
+// then has only the last few revisions left to cover.
+func (m *Mover) raiseWhileServing(ctx context.Context) error {
+	start := time.Now()
+	from, err := m.currentRevision(ctx, m.backEtcd)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for {
+		target, err := m.currentRevision(ctx, m.backStore)
+		if err != nil {
+			return err
+		}
+		now, n, err := raiseEtcd(ctx, m.backEtcd, target)
+		total += n
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			fmt.Fprintf(m.Out, "  etcd raised from revision %d to %d (%d writes in %v) while the API server served the store at %d\n",
+				from, now, total, time.Since(start).Round(time.Millisecond), target)
+			return nil
+		}
+	}
+}
+
+// currentRevision is the revision of the etcd API cli talks to.
+func (m *Mover) currentRevision(ctx context.Context, cli *clientv3.Client) (int64, error) {
+	resp, err := cli.Get(ctx, "health")
+	if err != nil {
+		return 0, fmt.Errorf("read the revision of %v: %w", cli.Endpoints(), err)
+	}
+	return resp.Header.Revision, nil
 }
 
 func (m *Mover) undoStopDo(ctx context.Context) error {
@@ -81,231 +160,73 @@ func (m *Mover) undoStopUndo(ctx context.Context) error {
 	return m.Paths.startAPIServer(ctx, cur, 3*time.Minute)
 }
 
-func (m *Mover) dialBoth() (store, etcd *clientv3.Client, err error) {
-	if store, err = m.Paths.dial(StoreURL); err != nil {
-		return nil, nil, err
-	}
-	if etcd, err = m.Paths.dial(m.endpoint); err != nil {
-		store.Close()
-		return nil, nil, err
-	}
-	return store, etcd, nil
-}
-
-// copyBackDo makes etcd hold exactly the store's keys: a merge of both
-// keyspaces in key order, page by page, writing what differs. Keys keep the
-// store's leases (granted in etcd with the same ID and the time left).
-func (m *Mover) copyBackDo(ctx context.Context) error {
+// undoCatchUpDo, with the API server stopped (the store no longer changes),
+// brings etcd level with the store's last revision R: through the follower
+// started by copy-back (a few revisions), or, in a run that recovers from a
+// crash, by a merge at R. Then etcd's revision is raised above R and
+// compacted there.
+func (m *Mover) undoCatchUpDo(ctx context.Context) error {
 	store, etcd, err := m.dialBoth()
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	defer etcd.Close()
-	resp, err := store.Get(ctx, "health")
+	rev, err := m.currentRevision(ctx, store)
 	if err != nil {
-		return fmt.Errorf("read the store's revision: %w", err)
-	}
-	storeRev := resp.Header.Revision
-	leases := map[int64]bool{}
-	var puts, dels int64
-	write := func(ops []clientv3.Op) error {
-		for len(ops) > 0 {
-			n := min(len(ops), 100)
-			if _, err := etcd.Txn(ctx).Then(ops[:n]...).Commit(); err != nil {
-				return fmt.Errorf("write to etcd: %w", err)
-			}
-			ops = ops[n:]
-		}
-		return nil
-	}
-	sIt := newPager(store, storeRev)
-	eIt := newPager(etcd, 0)
-	var ops []clientv3.Op
-	for {
-		s, err := sIt.peek(ctx)
-		if err != nil {
-			return err
-		}
-		e, err := eIt.peek(ctx)
-		if err != nil {
-			return err
-		}
-		if s == nil && e == nil {
-			break
-		}
-		switch c := compareKeys(s, e); {
-		case c < 0: // only on the store
-			op, err := m.putOp(ctx, store, etcd, s, leases)
-			if err != nil {
-				return err
-			}
-			ops, puts = append(ops, op), puts+1
-			sIt.next()
-		case c > 0: // only in etcd
-			ops, dels = append(ops, clientv3.OpDelete(string(e.Key))), dels+1
-			eIt.next()
-		default:
-			if !bytes.Equal(s.Value, e.Value) || s.Lease != e.Lease {
-				op, err := m.putOp(ctx, store, etcd, s, leases)
-				if err != nil {
-					return err
-				}
-				ops, puts = append(ops, op), puts+1
-			}
-			sIt.next()
-			eIt.next()
-		}
-		if len(ops) >= 100 {
-			if err := write(ops); err != nil {
-				return err
-			}
-			ops = ops[:0]
-		}
-	}
-	if err := write(ops); err != nil {
 		return err
 	}
-	m.finalRev = storeRev
-	fmt.Fprintf(m.Out, "  store at revision %d: %d keys written and %d deleted in etcd\n", storeRev, puts, dels)
+	if err := m.catchUpBack(ctx, store, etcd, rev); err != nil {
+		return err
+	}
+	final, err := sealEtcd(ctx, etcd, rev)
+	if err != nil {
+		return err
+	}
+	h, err := m.Paths.readHandover()
+	if err != nil {
+		return err
+	}
+	h.UndoneAt = rev
+	if err := m.Paths.writeHandover(h); err != nil {
+		return err
+	}
+	m.finalRev = rev
+	fmt.Fprintf(m.Out, "  etcd holds the store's revision %d; etcd's revision is %d, compacted there\n", rev, final)
 	return nil
 }
 
-// putOp is a put of the store's key-value into etcd, with its lease granted
-// in etcd first (same ID, the time it has left on the store).
-func (m *Mover) putOp(ctx context.Context, store, etcd *clientv3.Client, kv *mvccpb.KeyValue, leases map[int64]bool) (clientv3.Op, error) {
-	if kv.Lease == 0 {
-		return clientv3.OpPut(string(kv.Key), string(kv.Value)), nil
+// catchUpBack makes etcd hold the store's keys at its final revision rev.
+func (m *Mover) catchUpBack(ctx context.Context, store, etcd *clientv3.Client, rev int64) error {
+	if m.back != nil {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := m.back.CatchUp(cctx, rev)
+		cancel()
+		m.stopFollow()
+		if err == nil {
+			fmt.Fprintf(m.Out, "  the store's last changes are in etcd (revision %d)\n", rev)
+			return nil
+		}
+		m.Log.Warn("following the store fell behind; merging instead", "err", err)
 	}
-	if !leases[kv.Lease] {
-		ttl, err := store.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
-		if err != nil {
-			return clientv3.Op{}, fmt.Errorf("read the store's lease %x: %w", kv.Lease, err)
-		}
-		_, err = pb.NewLeaseClient(etcd.ActiveConnection()).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: kv.Lease, TTL: max(ttl.TTL, 1)})
-		if err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseExist) {
-			return clientv3.Op{}, fmt.Errorf("grant lease %x in etcd: %w", kv.Lease, err)
-		}
-		leases[kv.Lease] = true
-	}
-	return clientv3.OpPut(string(kv.Key), string(kv.Value), clientv3.WithLease(clientv3.LeaseID(kv.Lease))), nil
-}
-
-func compareKeys(s, e *mvccpb.KeyValue) int {
-	switch {
-	case s == nil:
-		return 1
-	case e == nil:
-		return -1
-	}
-	return bytes.Compare(s.Key, e.Key)
-}
-
-// pager walks a whole keyspace at one revision, a page at a time.
-type pager struct {
-	cli  *clientv3.Client
-	rev  int64
-	buf  []*mvccpb.KeyValue
-	from []byte
-	done bool
-}
-
-func newPager(cli *clientv3.Client, rev int64) *pager {
-	return &pager{cli: cli, rev: rev, from: []byte{0}}
-}
-
-func (p *pager) peek(ctx context.Context) (*mvccpb.KeyValue, error) {
-	if len(p.buf) == 0 && !p.done {
-		opts := []clientv3.OpOption{clientv3.WithRange("\x00"), clientv3.WithLimit(DefaultPageSize)}
-		if p.rev != 0 {
-			opts = append(opts, clientv3.WithRev(p.rev))
-		}
-		resp, err := p.cli.Get(ctx, string(p.from), opts...)
-		if err != nil {
-			return nil, fmt.Errorf("read keys from %q: %w", p.from, err)
-		}
-		if p.rev == 0 {
-			p.rev = resp.Header.Revision
-		}
-		p.buf = resp.Kvs
-		p.done = !resp.More
-		if len(resp.Kvs) > 0 {
-			p.from = append(append([]byte(nil), resp.Kvs[len(resp.Kvs)-1].Key...), 0)
-		}
-	}
-	if len(p.buf) == 0 {
-		return nil, nil
-	}
-	return p.buf[0], nil
-}
-
-func (p *pager) next() { p.buf = p.buf[1:] }
-
-// bumpDo raises etcd's revision above the store's, so no client holds a
-// resourceVersion etcd has not reached, then compacts etcd there: watchers
-// that resume from a store-era resourceVersion get 410 and relist.
-func (m *Mover) bumpDo(ctx context.Context) error {
-	_, etcd, err := m.dialBoth()
+	puts, dels, err := newBackCopier(store, etcd).Merge(ctx, rev)
 	if err != nil {
 		return err
 	}
-	defer etcd.Close()
-	if m.finalRev == 0 {
-		store, err := m.Paths.dial(StoreURL)
-		if err != nil {
-			return err
-		}
-		resp, err := store.Get(ctx, "health")
-		store.Close()
-		if err != nil {
-			return fmt.Errorf("read the store's revision: %w", err)
-		}
-		m.finalRev = resp.Header.Revision
-	}
-	resp, err := etcd.Get(ctx, bumpKey)
-	if err != nil {
-		return fmt.Errorf("read etcd's revision: %w", err)
-	}
-	var rev atomic.Int64
-	rev.Store(resp.Header.Revision)
-	var bumped atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, 32)
-	for w := 0; w < 32; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for rev.Load() <= m.finalRev {
-				r, err := etcd.Put(ctx, bumpKey, "")
-				if err != nil {
-					errc <- fmt.Errorf("raise etcd's revision: %w", err)
-					return
-				}
-				bumped.Add(1)
-				for cur := rev.Load(); r.Header.Revision > cur && !rev.CompareAndSwap(cur, r.Header.Revision); cur = rev.Load() {
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
-		return err
-	}
-	d, err := etcd.Delete(ctx, bumpKey)
-	if err != nil {
-		return fmt.Errorf("delete %s: %w", bumpKey, err)
-	}
-	if _, err := etcd.Compact(ctx, d.Header.Revision, clientv3.WithCompactPhysical()); err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
-		return fmt.Errorf("compact etcd at %d: %w", d.Header.Revision, err)
-	}
-	fmt.Fprintf(m.Out, "  etcd raised from %d to %d (%d writes) and compacted there; the store was at %d\n",
-		resp.Header.Revision, d.Header.Revision, bumped.Load(), m.finalRev)
+	fmt.Fprintf(m.Out, "  etcd holds the store's keys as of revision %d: %d written, %d deleted\n", rev, puts, dels)
 	return nil
 }
 
+// restoreDo starts the API server on etcd again with the manifest it ran on
+// before the move. If kubeadm re-rendered the manifest while the store
+// served (an upgrade), that rendering is kept and only --etcd-servers is
+// put back.
 func (m *Mover) restoreDo(ctx context.Context) error {
-	if err := m.Paths.startAPIServer(ctx, m.manifest, 3*time.Minute); err != nil {
+	manifest, err := m.etcdManifest()
+	if err != nil {
+		return err
+	}
+	if err := m.Paths.startAPIServer(ctx, manifest, 3*time.Minute); err != nil {
 		return err
 	}
 	if !m.stopped.IsZero() {
@@ -315,6 +236,37 @@ func (m *Mover) restoreDo(ctx context.Context) error {
 	return nil
 }
 
+// etcdManifest is the API server manifest undo restores: the saved original
+// byte for byte, unless the manifest that ran on the store is not the one
+// install wrote (kubeadm re-rendered it), in which case that one with
+// --etcd-servers set back to etcd.
+func (m *Mover) etcdManifest() ([]byte, error) {
+	ran, err := os.ReadFile(m.Paths.savedStoreManifest())
+	if errors.Is(err, os.ErrNotExist) {
+		return m.manifest, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the saved store manifest: %w", err)
+	}
+	wrote, err := staticpod.SetFlag(m.manifest, "etcd-servers", StoreURL)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.Equal(ran, wrote) {
+		return m.manifest, nil
+	}
+	fmt.Fprintln(m.Out, "  the API server's manifest was re-rendered while on the store (kubeadm upgrade?): keeping it, with --etcd-servers back on etcd")
+	return staticpod.SetFlag(ran, "etcd-servers", m.endpoint)
+}
+
 func (m *Mover) restoreUndo(ctx context.Context) error {
 	return m.Paths.stopAPIServer(ctx, m.Paths.savedManifest()+".undo", m.port)
+}
+
+func (m *Mover) stopFollow() {
+	if m.followStop != nil {
+		m.followStop()
+		<-m.followDone
+		m.followStop = nil
+	}
 }

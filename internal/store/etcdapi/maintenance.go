@@ -5,7 +5,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -63,11 +62,6 @@ func (s *Server) Hash(ctx context.Context, r *pb.HashRequest) (*pb.HashResponse,
 		return nil, toGRPC(err)
 	}
 	return &pb.HashResponse{Header: s.header(s.store.Rev()), Hash: d.Hash}, nil
-}
-
-// Snapshot is not served yet.
-func (s *Server) Snapshot(r *pb.SnapshotRequest, stream grpc.ServerStreamingServer[pb.SnapshotResponse]) error {
-	return status.Error(codes.Unimplemented, "quantykube store: snapshot is not supported yet; copy the data dir of a stopped store instead")
 }
 
 // MoveLeader has no meaning for a single member.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"log/slog"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -41,6 +42,8 @@ type Config struct {
 	QuotaBackendBytes int64
 	// Cluster is the member's replication; nil serves a single member.
 	Cluster Cluster
+	// Logger receives the server's structured logs (default slog.Default()).
+	Logger *slog.Logger
 }
 
 // Server implements the etcd v3 services.
@@ -68,6 +71,9 @@ func New(store *mvcc.Store, cfg Config) *Server {
 	}
 	if cfg.ProgressNotifyInterval <= 0 {
 		cfg.ProgressNotifyInterval = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	h := fnv.New64a()
 	h.Write([]byte("quantykube/" + cfg.Name))

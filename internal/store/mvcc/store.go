@@ -100,6 +100,10 @@ type Store struct {
 
 	compactMu sync.Mutex // one physical compaction at a time
 	compactWG sync.WaitGroup
+
+	// exportMu is read-held by every open Export; Close takes it to wait
+	// for them (they stop early once stopc is closed).
+	exportMu sync.RWMutex
 }
 
 // Open opens (or creates) the store in dir. It refuses a directory that holds
@@ -259,6 +263,7 @@ func (s *Store) Close() error {
 			return
 		}
 		s.compactWG.Wait()
+		s.exportMu.Lock()
 		err = s.db.Close()
 	})
 	return err

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -44,6 +45,55 @@ func assignFreePorts(cfg *embed.Config) error {
 	cfg.ListenPeerUrls = []url.URL{peerURL}
 	cfg.AdvertisePeerUrls = []url.URL{peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	return nil
+}
+
+// memberConfigs returns the configurations of the n members RunEtcd starts
+// for cfg. With n == 1 that is cfg itself. Otherwise cfg becomes member 0 and
+// n-1 copies follow, each with its own name, free ports and t.TempDir() data
+// directory, and the same fields args translates (UnsafeNoFsync,
+// WatchProgressNotifyInterval, QuotaBackendBytes); every InitialCluster names
+// all n members.
+func memberConfigs(t testing.TB, cfg *embed.Config, n int) ([]*embed.Config, error) {
+	if n == 1 {
+		return []*embed.Config{cfg}, nil
+	}
+	cfgs := []*embed.Config{cfg}
+	for i := 1; i < n; i++ {
+		m := embed.NewConfig()
+		m.UnsafeNoFsync = cfg.UnsafeNoFsync
+		m.WatchProgressNotifyInterval = cfg.WatchProgressNotifyInterval
+		m.QuotaBackendBytes = cfg.QuotaBackendBytes
+		m.Dir = t.TempDir()
+		if err := os.Chmod(m.Dir, 0o700); err != nil {
+			return nil, err
+		}
+		cfgs = append(cfgs, m)
+	}
+	for i, m := range cfgs {
+		m.Name = fmt.Sprintf("member-%d", i)
+	}
+	return cfgs, reassignPorts(cfgs)
+}
+
+// reassignPorts gives every member fresh free ports and an InitialCluster
+// naming all of them (a single member's is its own, as embed makes it).
+func reassignPorts(cfgs []*embed.Config) error {
+	for _, m := range cfgs {
+		if err := assignFreePorts(m); err != nil {
+			return err
+		}
+	}
+	if len(cfgs) == 1 {
+		return nil
+	}
+	var initial []string
+	for _, m := range cfgs {
+		initial = append(initial, m.Name+"="+m.AdvertisePeerUrls[0].String())
+	}
+	for _, m := range cfgs {
+		m.InitialCluster = strings.Join(initial, ",")
+	}
 	return nil
 }
 

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -30,41 +28,6 @@ type process struct {
 	logPath string
 	exited  chan struct{}
 	waitErr error
-}
-
-// startServer starts srv for cfg and waits until it answers Status(). When the
-// process dies before that because its port was taken meanwhile, it retries on
-// fresh ports (cfg is updated in place).
-func startServer(t testing.TB, srv server, cfg *embed.Config) *process {
-	t.Helper()
-	logDir := t.TempDir()
-	for try := 1; ; try++ {
-		p, err := launch(srv, cfg, filepath.Join(logDir, fmt.Sprintf("server-%d.log", try)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = p.waitReady(cfg)
-		if err == nil {
-			t.Cleanup(func() { p.stop(t) })
-			return p
-		}
-		p.kill()
-		log := p.logTail()
-		if try < startTries && bytes.Contains(log, []byte("address already in use")) {
-			if perr := assignFreePorts(cfg); perr != nil {
-				t.Fatal(perr)
-			}
-			// A fresh data dir: a half-initialised one could pin the old URLs.
-			if perr := os.RemoveAll(cfg.Dir); perr != nil {
-				t.Fatal(perr)
-			}
-			if perr := os.MkdirAll(cfg.Dir, 0o700); perr != nil {
-				t.Fatal(perr)
-			}
-			continue
-		}
-		t.Fatalf("%s did not become ready: %v\n%s log (%s):\n%s", srv.kind, err, srv.kind, p.logPath, log)
-	}
 }
 
 // launch starts the server process with its output going to logPath.
@@ -92,10 +55,9 @@ func launch(srv server, cfg *embed.Config, logPath string) (*process, error) {
 }
 
 // waitReady polls Status() on the client URL until it succeeds, the process
-// exits or readyTimeout passes.
-func (p *process) waitReady(cfg *embed.Config) error {
+// exits or the deadline passes.
+func (p *process) waitReady(cfg *embed.Config, deadline time.Time) error {
 	endpoint := cfg.ListenClientUrls[0].String()
-	deadline := time.Now().Add(readyTimeout)
 	var lastErr error
 	for time.Now().Before(deadline) {
 		select {
@@ -118,25 +80,31 @@ func (p *process) waitReady(cfg *embed.Config) error {
 
 // status makes one Status() call against endpoint.
 func status(endpoint string) error {
+	_, err := statusOf(endpoint)
+	return err
+}
+
+// statusOf returns endpoint's answer to one Status() call.
+func statusOf(endpoint string) (*clientv3.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: time.Second, Context: ctx})
 	if err != nil {
-		return fmt.Errorf("dial %s: %w", endpoint, err)
+		return nil, fmt.Errorf("dial %s: %w", endpoint, err)
 	}
 	defer c.Close()
-	if _, err := c.Status(ctx, endpoint); err != nil {
-		return fmt.Errorf("status %s: %w", endpoint, err)
+	st, err := c.Status(ctx, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("status %s: %w", endpoint, err)
 	}
-	return nil
+	return st, nil
 }
 
-// stop ends the server at test cleanup (SIGTERM, then SIGKILL after
-// stopTimeout) and prints its log when the test failed, the server exited on
-// its own, or QK_STORE_LOG=always. It fails the test when the server died
-// during the test, did not stop on SIGTERM, exited with an error status, or
-// reported a data race (a store built with -race).
-func (p *process) stop(t testing.TB) {
+// terminate sends SIGTERM and waits up to stopTimeout for the process to
+// exit, then SIGKILLs it. It returns what is wrong: the server died during
+// the test, did not stop on SIGTERM, exited with an error status, or reported
+// a data race (a store built with -race).
+func (p *process) terminate() []error {
 	var problems []error
 	select {
 	case <-p.exited:
@@ -156,12 +124,7 @@ func (p *process) stop(t testing.TB) {
 	if full, err := os.ReadFile(p.logPath); err == nil && bytes.Contains(full, []byte("WARNING: DATA RACE")) {
 		problems = append(problems, fmt.Errorf("the server reported a data race (see its log below)"))
 	}
-	for _, err := range problems {
-		t.Error(err)
-	}
-	if t.Failed() || os.Getenv("QK_STORE_LOG") == "always" {
-		t.Logf("server log (%s), last %d KiB:\n%s", p.logPath, logTailBytes>>10, p.logTail())
-	}
+	return problems
 }
 
 // exitError is nil for a clean exit after SIGTERM: status 0, or death by

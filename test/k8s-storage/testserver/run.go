@@ -17,8 +17,9 @@ import (
 // autoPortLock serialises RunEtcd calls that pick their own ports, as upstream does.
 var autoPortLock sync.Mutex
 
-// RunEtcd starts a fresh server process for cfg (NewTestConfig(t) when nil)
-// and returns a client connected to it, wrapped in the same recorders as the
+// RunEtcd starts a fresh server process for cfg (NewTestConfig(t) when nil),
+// or a fresh cluster of QK_K8S_STORAGE_MEMBERS members, and returns a client
+// connected to it (to every member's endpoint), wrapped in the same recorders as the
 // upstream package (the suites read them). The process is stopped when the
 // test ends.
 func RunEtcd(t testing.TB, cfg *embed.Config) *kubernetes.Client {
@@ -32,10 +33,10 @@ func RunEtcd(t testing.TB, cfg *embed.Config) *kubernetes.Client {
 		defer autoPortLock.Unlock()
 		cfg = NewTestConfig(t)
 	}
-	startServer(t, srv, cfg)
+	c := startCluster(t, srv, cfg)
 
 	client, err := kubernetes.New(clientv3.Config{
-		Endpoints:   []string{cfg.ListenClientUrls[0].String()},
+		Endpoints:   c.endpoints(),
 		DialTimeout: 10 * time.Second,
 		Logger:      zaptest.NewLogger(t, zaptest.Level(zapcore.ErrorLevel)).Named("etcd-client"),
 	})
