@@ -133,10 +133,11 @@ func (r *Replica) confChange(ctx context.Context, typ raftpb.ConfChangeType, m *
 // it has a leader, retrying until it succeeds (etcd's publish).
 func (r *Replica) publish() {
 	for {
-		if m := r.member(r.id); m != nil && m.Name == r.cfg.Name && sameStrings(m.ClientURLs, r.cfg.ClientURLs) {
+		m := r.member(r.id)
+		if m != nil && m.Name == r.cfg.Name && sameStrings(m.ClientURLs, r.cfg.ClientURLs) {
 			return
 		}
-		if r.lead.Load() != 0 {
+		if m != nil && r.lead.Load() != 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), r.requestTimeout())
 			_, err := r.Propose(ctx, &pb.InternalRaftRequest{ClusterMemberAttrSet: &membershippb.ClusterMemberAttrSetRequest{
 				Member_ID: r.id, MemberAttributes: &membershippb.Attributes{Name: r.cfg.Name, ClientUrls: r.cfg.ClientURLs},

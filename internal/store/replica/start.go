@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,11 +143,13 @@ func (r *Replica) restart() error {
 	r.committed.Store(hs.GetCommit())
 	r.log.Info("restarting member from its WAL", "member", types.ID(r.id).String(), "cluster", types.ID(r.clusterID).String(),
 		"applied", applied, "commit", hs.GetCommit(), "snapshot", r.snapIndex, "entries", len(ents))
-	// The store may have applied entries whose commit index the WAL did not
-	// sync (etcd's WAL syncs a HardState only with entries or a new term or
-	// vote): raft restarts from the WAL's commit index, and ApplyEntries
-	// skips what the store already holds (etcd's consistent-index check).
-	r.node = raft.RestartNode(r.raftConfig(max(r.snapIndex, min(applied, hs.GetCommit()))))
+	// raft re-delivers every committed entry after the snapshot, as in
+	// etcd: its configuration comes from the snapshot plus the conf changes
+	// it replays. ApplyEntries skips what the store holds already (etcd's
+	// consistent-index check; the store may even be ahead of the WAL's
+	// commit index, which etcd's WAL syncs lazily), replayConf hands the
+	// replayed conf changes to raft.
+	r.node = raft.RestartNode(r.raftConfig(r.snapIndex))
 	return nil
 }
 
@@ -181,6 +184,9 @@ func (r *Replica) bootstrap() error {
 			r.cfg.DataDir, r.store.Rev(), r.cfg.Name, r.cfg.AdvertisePeerURLs[0])
 	}
 	r.clusterID = uint64(cl.ID())
+	if r.store.Rev() <= 1 {
+		return r.bootstrapEmpty(members)
+	}
 	cs := &raftpb.ConfState{}
 	var pms []*pb.Member
 	for _, m := range members {
@@ -206,6 +212,30 @@ func (r *Replica) bootstrap() error {
 	r.term.Store(1)
 	r.log.Info("bootstrapped a new cluster", "member", types.ID(r.id).String(), "cluster", types.ID(r.clusterID).String(), "members", len(members))
 	r.node = raft.RestartNode(r.raftConfig(1))
+	return nil
+}
+
+// bootstrapEmpty starts a new cluster on an empty store as etcd does: raft
+// writes one conf change entry per member at indexes 1..n, so the whole
+// state is in the log from index 1 (what etcd's WAL readers, such as the
+// robustness validators, expect).
+func (r *Replica) bootstrapEmpty(members []*membership.Member) error {
+	var peers []raft.Peer
+	for _, m := range members {
+		ctx, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		peers = append(peers, raft.Peer{ID: uint64(m.ID), Context: ctx})
+		if m.Name == r.cfg.Name {
+			r.id = uint64(m.ID)
+		}
+	}
+	if err := r.createWAL(nil); err != nil {
+		return err
+	}
+	r.log.Info("bootstrapped a new cluster", "member", types.ID(r.id).String(), "cluster", types.ID(r.clusterID).String(), "members", len(members))
+	r.node = raft.StartNode(r.raftConfig(0), peers)
 	return nil
 }
 
