@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/spf13/cobra"
 
 	"github.com/quantyroot/quantykube/internal/store"
@@ -10,12 +12,16 @@ func newStoreCommand() *cobra.Command {
 	var (
 		cfg                                  store.Config
 		listen, advertise, metrics, logLevel string
+		listenPeer, advertisePeer            string
+		heartbeatMs, electionMs              uint
 	)
 	cmd := &cobra.Command{
 		Use:   "store",
 		Short: "Serve the etcd v3 API that kube-apiserver runs on (revisions kept, fsync before ack)",
 		Long: `quantykube store is an etcd-v3 API server built for kube-apiserver: one member,
-pebble underneath, every write fsynced before it is acknowledged. Flags are named as etcd's.`,
+pebble underneath, every write fsynced before it is acknowledged. Flags are named as etcd's.
+With --listen-peer-urls and --initial-cluster it runs as a member of a cluster replicated
+with etcd's raft (WAL, snapshots and peer transport are etcd's).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logLevel)
@@ -25,6 +31,10 @@ pebble underneath, every write fsynced before it is acknowledged. Flags are name
 			cfg.ListenClientURLs = store.SplitURLs(listen)
 			cfg.AdvertiseClientURLs = store.SplitURLs(advertise)
 			cfg.ListenMetricsURLs = store.SplitURLs(metrics)
+			cfg.Cluster.ListenPeerURLs = store.SplitURLs(listenPeer)
+			cfg.Cluster.AdvertisePeerURLs = store.SplitURLs(advertisePeer)
+			cfg.Cluster.Heartbeat = time.Duration(heartbeatMs) * time.Millisecond
+			cfg.Cluster.ElectionTimeout = time.Duration(electionMs) * time.Millisecond
 			return store.Run(cmd.Context(), cfg, log)
 		},
 	}
@@ -46,6 +56,20 @@ pebble underneath, every write fsynced before it is acknowledged. Flags are name
 	f.Int64Var(&cfg.CacheBytes, "cache-bytes", 64<<20, "block cache size in bytes")
 	f.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve Go's profiler under /debug/pprof on the metrics URLs")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	// Clustering, with etcd's names and meanings. Without --listen-peer-urls
+	// and --initial-cluster the store is a single member without raft.
+	f.StringVar(&cfg.Cluster.InitialCluster, "initial-cluster", "", "initial cluster configuration for bootstrapping, name=peerURL,... (clustering on)")
+	f.StringVar(&cfg.Cluster.InitialClusterState, "initial-cluster-state", "new", "new (bootstrap a cluster) or existing (join one after etcdctl member add)")
+	f.StringVar(&cfg.Cluster.InitialClusterToken, "initial-cluster-token", "etcd-cluster", "initial cluster token, part of member and cluster ids")
+	f.StringVar(&advertisePeer, "initial-advertise-peer-urls", "", "comma-separated peer URLs of this member to advertise to the cluster (default: --listen-peer-urls)")
+	f.StringVar(&listenPeer, "listen-peer-urls", "", "comma-separated URLs to listen on for peer traffic (clustering on)")
+	f.StringVar(&cfg.Cluster.PeerTLS.CertFile, "peer-cert-file", "", "TLS certificate of the peer listeners and of connections to peers")
+	f.StringVar(&cfg.Cluster.PeerTLS.KeyFile, "peer-key-file", "", "TLS key of the peer certificate")
+	f.StringVar(&cfg.Cluster.PeerTLS.TrustedCAFile, "peer-trusted-ca-file", "", "CA that signs peer certificates")
+	f.BoolVar(&cfg.Cluster.PeerTLS.ClientCertAuth, "peer-client-cert-auth", false, "refuse peers without a certificate signed by --peer-trusted-ca-file")
+	f.UintVar(&heartbeatMs, "heartbeat-interval", 100, "time (in milliseconds) of a raft heartbeat interval")
+	f.UintVar(&electionMs, "election-timeout", 1000, "time (in milliseconds) for a raft election timeout")
+	f.Uint64Var(&cfg.Cluster.SnapshotCount, "snapshot-count", 10000, "applied entries between raft snapshots (the log is truncated behind them)")
 	cmd.AddCommand(newStoreRestoreCommand())
 	return cmd
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/quantyroot/quantykube/internal/store/replica"
 )
 
 // Config is the store's configuration. Field names follow etcd's flags.
@@ -31,6 +33,15 @@ type Config struct {
 	CacheBytes          int64
 	// EnablePprof serves /debug/pprof on the metrics listeners (etcd's --enable-pprof).
 	EnablePprof bool
+	// Cluster holds etcd's clustering flags; with --listen-peer-urls (or
+	// --initial-cluster) set, the store runs as a raft member.
+	Cluster replica.Config
+}
+
+// Clustered reports whether the store runs as a member of a replicated
+// cluster rather than as a single store.
+func (c *Config) Clustered() bool {
+	return len(c.Cluster.ListenPeerURLs) > 0 || c.Cluster.InitialCluster != ""
 }
 
 // DefaultClientURL is where the store listens unless told otherwise: beside
@@ -77,7 +88,14 @@ func (c *Config) Validate() error {
 	if c.MaxRequestBytes < 0 || c.MaxTxnOps < 0 {
 		return errors.New("--max-request-bytes and --max-txn-ops must not be negative")
 	}
-	return nil
+	if !c.Clustered() {
+		if _, err := os.Stat(replica.RaftDir(c.DataDir)); err == nil {
+			return fmt.Errorf("data dir %s belongs to a cluster member (it has %s); pass its clustering flags (--name, --listen-peer-urls, --initial-advertise-peer-urls, --initial-cluster)", c.DataDir, replica.RaftDir(c.DataDir))
+		}
+		return nil
+	}
+	c.Cluster.Name, c.Cluster.DataDir, c.Cluster.MaxRequestBytes = c.Name, c.DataDir, c.MaxRequestBytes
+	return c.Cluster.Validate()
 }
 
 func unwrapPathErr(err error) error {

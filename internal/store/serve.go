@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/quantyroot/quantykube/internal/store/etcdapi"
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
+	"github.com/quantyroot/quantykube/internal/store/replica"
 	"github.com/quantyroot/quantykube/internal/store/snapshot"
 )
 
@@ -50,7 +52,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer closeAll(metricsLns)
 
-	st, err := mvcc.Open(cfg.DataDir, mvcc.Options{NoSync: cfg.UnsafeNoFsync, Logger: log, CacheSize: cfg.CacheBytes})
+	st, err := mvcc.Open(cfg.DataDir, mvcc.Options{NoSync: cfg.UnsafeNoFsync, Logger: log, CacheSize: cfg.CacheBytes, Replicated: cfg.Clustered()})
 	if err != nil {
 		return err
 	}
@@ -65,15 +67,111 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if len(advertise) == 0 {
 		advertise = cfg.ListenClientURLs
 	}
-	api := etcdapi.New(st, etcdapi.Config{
+	apiCfg := etcdapi.Config{
 		Name: cfg.Name, ClientURLs: advertise, MaxRequestBytes: cfg.MaxRequestBytes, MaxTxnOps: cfg.MaxTxnOps,
 		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes, Logger: log,
-	})
+	}
+	rep, memberDone, err := startMember(&cfg, &apiCfg, st, advertise, log)
+	if err != nil {
+		return err
+	}
+	api := etcdapi.New(st, apiCfg)
+	metrics := newMetrics(st)
+	gsTLS, gsPlain := newGRPCServers(cfg, tlsCfg, metrics)
+	hs := health.NewServer()
+	for _, g := range []*grpc.Server{gsTLS, gsPlain} {
+		api.Register(g)
+		healthpb.RegisterHealthServer(g, hs)
+	}
+
+	errc := make(chan error, len(clientLns)+len(metricsLns))
+	serveClients(clientLns, gsTLS, gsPlain, errc, log)
+	httpServers := serveMetrics(cfg, metricsLns, tlsCfg, metrics, errc, log)
+	log.Info("store ready", "name", cfg.Name, "data-dir", cfg.DataDir, "revision", st.Rev(), "compacted", st.CompactedRev())
+
+	var memberErr error
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("listener failed", "err", err)
+		}
+	case <-memberDone:
+		memberErr = rep.Err()
+	}
+	log.Info("stopping store")
+	for _, h := range httpServers {
+		_ = h.Close()
+	}
+	stopGRPC(gsTLS, gsPlain)
+	if rep != nil {
+		rep.Stop() // before the store closes
+	}
+	if err := st.Close(); err != nil && memberErr == nil {
+		return err
+	}
+	return memberErr
+}
+
+// startMember makes the store a raft member when clustering flags are set;
+// memberDone is closed if the member stops on its own (a failure, its
+// removal).
+func startMember(cfg *Config, apiCfg *etcdapi.Config, st *mvcc.Store, advertise []string, log *slog.Logger) (*replica.Replica, <-chan struct{}, error) {
+	if !cfg.Clustered() {
+		return nil, make(<-chan struct{}), nil
+	}
+	cfg.Cluster.ClientURLs = advertise
+	rep, err := replica.Start(cfg.Cluster, st, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	st.SetProposer(rep)
+	apiCfg.Cluster = member{rep}
+	return rep, rep.Done(), nil
+}
+
+// serveClients serves the etcd API on the client listeners.
+func serveClients(lns []boundListener, gsTLS, gsPlain *grpc.Server, errc chan<- error, log *slog.Logger) {
+	for _, l := range lns {
+		g := gsPlain
+		if l.tls {
+			g = gsTLS
+		}
+		go func(l boundListener) { errc <- g.Serve(l.Listener) }(l)
+		log.Info("serving etcd v3 API", "url", l.url)
+	}
+}
+
+// serveMetrics serves /metrics, /health, /readyz (and pprof) on the
+// metrics listeners.
+func serveMetrics(cfg Config, lns []boundListener, tlsCfg *tls.Config, metrics *metrics, errc chan<- error, log *slog.Logger) []*http.Server {
+	mux := http.NewServeMux()
+	metrics.register(mux)
+	if cfg.EnablePprof {
+		registerPprof(mux)
+	}
+	var httpServers []*http.Server
+	for _, l := range lns {
+		hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		if l.tls {
+			hsrv.TLSConfig = tlsCfg
+			go func(l boundListener) { errc <- hsrv.ServeTLS(l.Listener, "", "") }(l)
+		} else {
+			go func(l boundListener) { errc <- hsrv.Serve(l.Listener) }(l)
+		}
+		httpServers = append(httpServers, hsrv)
+		log.Info("serving metrics and health", "url", l.url)
+	}
+	return httpServers
+}
+
+// newGRPCServers builds one gRPC server per TLS mode: https listeners get
+// TLS, http ones not.
+func newGRPCServers(cfg Config, tlsCfg *tls.Config, metrics *metrics) (gsTLS, gsPlain *grpc.Server) {
 	maxReq := cfg.MaxRequestBytes
 	if maxReq <= 0 {
 		maxReq = 1536 * 1024
 	}
-	metrics := newMetrics(st)
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(maxReq + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
@@ -90,67 +188,25 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	// One gRPC server per TLS mode: https listeners get TLS, http ones not.
-	gsTLS := grpc.NewServer(opts...)
-	gsPlain := grpc.NewServer(opts[:len(opts)-boolInt(tlsCfg != nil)]...)
-	hs := health.NewServer()
-	for _, g := range []*grpc.Server{gsTLS, gsPlain} {
-		api.Register(g)
-		healthpb.RegisterHealthServer(g, hs)
-	}
+	return grpc.NewServer(opts...), grpc.NewServer(opts[:len(opts)-boolInt(tlsCfg != nil)]...)
+}
 
-	errc := make(chan error, len(clientLns)+len(metricsLns))
-	for _, l := range clientLns {
-		g := gsPlain
-		if l.tls {
-			g = gsTLS
-		}
-		go func(l boundListener) { errc <- g.Serve(l.Listener) }(l)
-		log.Info("serving etcd v3 API", "url", l.url)
-	}
-	mux := http.NewServeMux()
-	metrics.register(mux)
-	if cfg.EnablePprof {
-		registerPprof(mux)
-	}
-	var httpServers []*http.Server
-	for _, l := range metricsLns {
-		hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		if l.tls {
-			hsrv.TLSConfig = tlsCfg
-			go func(l boundListener) { errc <- hsrv.ServeTLS(l.Listener, "", "") }(l)
-		} else {
-			go func(l boundListener) { errc <- hsrv.Serve(l.Listener) }(l)
-		}
-		httpServers = append(httpServers, hsrv)
-		log.Info("serving metrics and health", "url", l.url)
-	}
-	log.Info("store ready", "name", cfg.Name, "data-dir", cfg.DataDir, "revision", st.Rev(), "compacted", st.CompactedRev())
-
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("listener failed", "err", err)
-		}
-	}
-	log.Info("stopping store")
-	for _, h := range httpServers {
-		_ = h.Close()
-	}
+// stopGRPC stops the servers gracefully, forcibly after 2 s.
+func stopGRPC(servers ...*grpc.Server) {
 	stopped := make(chan struct{})
 	go func() {
-		gsTLS.GracefulStop()
-		gsPlain.GracefulStop()
+		for _, g := range servers {
+			g.GracefulStop()
+		}
 		close(stopped)
 	}()
 	select {
 	case <-stopped:
 	case <-time.After(2 * time.Second):
-		gsTLS.Stop()
-		gsPlain.Stop()
+		for _, g := range servers {
+			g.Stop()
+		}
 	}
-	return st.Close()
 }
 
 func boolInt(b bool) int {

@@ -134,9 +134,24 @@ func (c *cluster) endpoints() []string {
 func (c *cluster) dataDirs() []string {
 	var dirs []string
 	for _, m := range c.members {
-		dirs = append(dirs, m.dataDir)
+		dirs = append(dirs, walView(m.dataDir))
 	}
 	return dirs
+}
+
+// walView returns a directory whose member/wal is the member's raft WAL:
+// etcd keeps it in <data-dir>/member/wal, quantykube store in
+// <data-dir>/raft/wal (same format); etcd's reader wants the former.
+func walView(dataDir string) string {
+	if _, err := os.Stat(filepath.Join(dataDir, "member", "wal")); err == nil {
+		return dataDir
+	}
+	view := dataDir + ".walview"
+	if err := os.MkdirAll(view, 0o700); err != nil {
+		return dataDir
+	}
+	_ = os.Symlink(filepath.Join(dataDir, "raft"), filepath.Join(view, "member"))
+	return view
 }
 
 // leader returns the index of the member that says it leads, or -1.

@@ -59,6 +59,11 @@ type server struct {
 	ClientPair keyPair // trusted by the server
 	opts       serverOptions
 	logPath    string
+	// cluster is set when the server is member 1 of a cluster (QK_STORE_MEMBERS).
+	cluster *cluster
+	// clusterArgs, when set, are the clustering flags of a cluster member
+	// (cluster_helpers_test.go); they replace the single etcd's peer flags.
+	clusterArgs []string
 
 	mu      sync.Mutex
 	proc    *exec.Cmd
@@ -74,6 +79,9 @@ const readyTimeout = 60 * time.Second
 // waits until it serves a Range over TLS.
 func startServer(t testing.TB, opts serverOptions) *server {
 	t.Helper()
+	if n := clusterMembers(); n > 1 && opts.Kind == "" {
+		return startClusterServer(t, n, opts)
+	}
 	kind := cmp.Or(opts.Kind, serverKind(t))
 	bin := serverBin(t, kind)
 	dir := t.TempDir()
@@ -126,7 +134,9 @@ func (s *server) args() []string {
 		"--client-cert-auth",
 		"--listen-metrics-urls", s.MetricsURL,
 	)
-	if s.Kind == "etcd" {
+	if s.clusterArgs != nil {
+		a = append(a, s.clusterArgs...)
+	} else if s.Kind == "etcd" {
 		// A private peer port, so parallel tests and other sessions never clash on 2380.
 		a = append(a,
 			"--listen-peer-urls", s.peerURL,
@@ -142,6 +152,14 @@ func (s *server) args() []string {
 
 // Start starts the process on DataDir and waits until it is ready.
 func (s *server) Start() {
+	s.t.Helper()
+	s.startProc()
+	s.waitReady()
+}
+
+// startProc starts the process on DataDir without waiting (a cluster member
+// is ready only once a quorum runs).
+func (s *server) startProc() {
 	s.t.Helper()
 	s.mu.Lock()
 	if s.proc != nil {
@@ -176,7 +194,13 @@ func (s *server) Start() {
 	if s.starts == 1 {
 		s.t.Logf("started %s (pid %d): %s %s", s.Kind, cmd.Process.Pid, s.bin, strings.Join(s.args(), " "))
 	}
-	s.waitReady()
+}
+
+// Exited returns a channel closed when the running process has exited.
+func (s *server) Exited() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.exited
 }
 
 // waitReady polls a Range until it succeeds, the process exits, or readyTimeout.

@@ -15,6 +15,9 @@ func (s *Server) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRespon
 	if err := checkRange(r); err != nil {
 		return nil, err
 	}
+	if err := s.readBarrier(ctx, r.Serializable); err != nil {
+		return nil, err
+	}
 	resp, err := s.store.Range(ctx, r)
 	if err != nil {
 		return nil, toGRPC(err)
@@ -42,6 +45,9 @@ func (s *Server) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingServ
 			return err
 		}
 		return stream.Send(&pb.RangeStreamResponse{RangeResponse: resp})
+	}
+	if err := s.readBarrier(stream.Context(), r.Serializable); err != nil {
+		return err
 	}
 	last, err := s.store.RangeStream(stream.Context(), r, rangeStreamChunk, func(kvs []*mvccpb.KeyValue) error {
 		return stream.Send(&pb.RangeStreamResponse{RangeResponse: &pb.RangeResponse{Kvs: kvs}})
@@ -82,6 +88,9 @@ func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb
 // Txn serves KV.Txn.
 func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if err := s.checkTxn(r); err != nil {
+		return nil, err
+	}
+	if err := s.readBarrier(ctx, txnSerializable(r)); err != nil {
 		return nil, err
 	}
 	resp, err := s.store.Txn(ctx, r)
@@ -179,4 +188,27 @@ func (s *Server) checkTxn(r *pb.TxnRequest) error {
 		}
 	}
 	return nil
+}
+
+// txnSerializable reports whether a transaction may be served locally: a
+// read-only one whose ranges all asked for serializable reads (a write goes
+// through the log and needs no barrier), as etcd decides.
+func txnSerializable(r *pb.TxnRequest) bool {
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			switch {
+			case op.GetRequestRange() != nil:
+				if !op.GetRequestRange().Serializable {
+					return false
+				}
+			case op.GetRequestTxn() != nil:
+				if !txnSerializable(op.GetRequestTxn()) {
+					return false
+				}
+			default:
+				return true // a write: applied in log order, no barrier
+			}
+		}
+	}
+	return true
 }

@@ -41,7 +41,7 @@ func (s *Server) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKeepAliv
 		if err != nil {
 			return err
 		}
-		ttl, err := s.store.LeaseKeepAlive(req.ID)
+		ttl, err := s.store.LeaseKeepAlive(stream.Context(), req.ID)
 		if err != nil && !errors.Is(err, mvcc.ErrLeaseNotFound) {
 			return toGRPC(err)
 		}

@@ -4,27 +4,35 @@ import (
 	"context"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// Status serves Maintenance.Status. The store is a single member that is
-// always its own leader; the raft indexes report the revision.
+// Status serves Maintenance.Status: leader, raft term and indexes come from
+// the member's replication (a single member is its own leader at term 1,
+// with the revision as index).
 func (s *Server) Status(ctx context.Context, r *pb.StatusRequest) (*pb.StatusResponse, error) {
 	rev := s.store.Rev()
 	total, inUse := s.store.Size()
-	return &pb.StatusResponse{
+	rs := s.cluster.RaftStatus()
+	resp := &pb.StatusResponse{
 		Header:           s.header(rev),
 		Version:          Version,
 		DbSize:           total,
 		DbSizeInUse:      inUse,
 		DbSizeQuota:      s.cfg.QuotaBackendBytes,
-		Leader:           s.memberID,
-		RaftIndex:        uint64(rev),
-		RaftTerm:         1,
-		RaftAppliedIndex: uint64(rev),
+		Leader:           rs.Leader,
+		RaftIndex:        rs.Index,
+		RaftTerm:         rs.Term,
+		RaftAppliedIndex: rs.Applied,
+		IsLearner:        rs.IsLearner,
 		StorageVersion:   "3.6.0",
-	}, nil
+	}
+	if rs.Leader == 0 {
+		resp.Errors = append(resp.Errors, rpctypes.ErrGRPCNoLeader.Error())
+	}
+	return resp, nil
 }
 
 // Defragment serves Maintenance.Defragment. pebble reclaims space by

@@ -40,6 +40,8 @@ type Config struct {
 	ProgressNotifyInterval time.Duration
 	// QuotaBackendBytes, when set, is reported as the quota in Status.
 	QuotaBackendBytes int64
+	// Cluster is the member's replication; nil serves a single member.
+	Cluster Cluster
 	// Logger receives the server's structured logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -56,6 +58,7 @@ type Server struct {
 	cfg       Config
 	clusterID uint64
 	memberID  uint64
+	cluster   Cluster
 }
 
 // New returns a server for store.
@@ -76,7 +79,12 @@ func New(store *mvcc.Store, cfg Config) *Server {
 	h.Write([]byte("quantykube/" + cfg.Name))
 	member := h.Sum64()
 	h.Write([]byte("/cluster"))
-	return &Server{store: store, cfg: cfg, memberID: member, clusterID: h.Sum64()}
+	s := &Server{store: store, cfg: cfg, memberID: member, clusterID: h.Sum64(), cluster: cfg.Cluster}
+	if s.cluster == nil {
+		s.cluster = singleMember{s}
+	}
+	s.memberID, s.clusterID = s.cluster.MemberID(), s.cluster.ClusterID()
+	return s
 }
 
 // Register adds every service to g.
@@ -90,7 +98,7 @@ func (s *Server) Register(g *grpc.Server) {
 
 // header returns a response header at rev.
 func (s *Server) header(rev int64) *pb.ResponseHeader {
-	return &pb.ResponseHeader{ClusterId: s.clusterID, MemberId: s.memberID, Revision: rev, RaftTerm: 1}
+	return &pb.ResponseHeader{ClusterId: s.clusterID, MemberId: s.memberID, Revision: rev, RaftTerm: s.cluster.RaftStatus().Term}
 }
 
 // fill completes a header the store started (it sets only the revision).
@@ -98,7 +106,7 @@ func (s *Server) fill(h *pb.ResponseHeader) *pb.ResponseHeader {
 	if h == nil {
 		return s.header(s.store.Rev())
 	}
-	h.ClusterId, h.MemberId, h.RaftTerm = s.clusterID, s.memberID, 1
+	h.ClusterId, h.MemberId, h.RaftTerm = s.clusterID, s.memberID, s.cluster.RaftStatus().Term
 	return h
 }
 
@@ -129,6 +137,10 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCEmptyKey
 	case errors.Is(err, mvcc.ErrClosed):
 		return rpctypes.ErrGRPCStopped
+	case errors.Is(err, mvcc.ErrRestoring):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, mvcc.ErrFailed):
+		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, context.Canceled):
 		return rpctypes.ErrGRPCCanceled
 	case errors.Is(err, context.DeadlineExceeded):

@@ -7,7 +7,9 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
@@ -17,6 +19,9 @@ import (
 // watches on an mvcc.WatchStream, and this goroutine sends what the stream
 // produces, in order, plus the periodic progress notifications.
 func (s *Server) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.WatchResponse]) error {
+	if err := s.requireLeader(stream.Context()); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	ws := s.store.NewWatchStream()
@@ -25,33 +30,12 @@ func (s *Server) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.Watch
 	recvErr := make(chan error, 1)
 	go func() {
 		defer cancel()
-		for {
-			req, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			switch {
-			case req.GetCreateRequest() != nil:
-				cr := req.GetCreateRequest()
-				id, err := ws.Watch(watchOptions(cr))
-				if err != nil {
-					// etcd answers a bad create with a created+canceled response.
-					resp := &pb.WatchResponse{Header: s.header(s.store.Rev()), WatchId: cr.WatchId, Created: true, Canceled: true, CancelReason: err.Error()}
-					ws.Reply(resp)
-					continue
-				}
-				_ = id
-			case req.GetCancelRequest() != nil:
-				ws.Cancel(req.GetCancelRequest().WatchId)
-			case req.GetProgressRequest() != nil:
-				ws.RequestProgress()
-			}
-		}
+		recvErr <- s.recvWatch(stream, ws)
 	}()
 
 	progress := time.NewTicker(progressCheck(s.cfg.ProgressNotifyInterval))
 	defer progress.Stop()
+	leaderLost := s.monitorLeader(ctx)
 	next := make(chan []*pb.WatchResponse)
 	nextErr := make(chan error, 1)
 	go func() {
@@ -89,8 +73,70 @@ func (s *Server) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.Watch
 				return errStopped
 			}
 			return nil
+		case <-leaderLost:
+			return rpctypes.ErrGRPCNoLeader
 		case <-ctx.Done():
 			return nil
+		}
+	}
+}
+
+// monitorLeader is closed when a client that requires a leader
+// (clientv3.WithRequireLeader, as kube-apiserver's watches) watches a member
+// that has had no leader for two checks in a row, 500 ms apart: the stream
+// then ends with ErrGRPCNoLeader so the client moves to another member, as
+// etcd's monitorLeader does.
+func (s *Server) monitorLeader(ctx context.Context) <-chan struct{} {
+	lost := make(chan struct{})
+	md, ok := metadata.FromIncomingContext(ctx)
+	if !ok || len(md.Get(rpctypes.MetadataRequireLeaderKey)) == 0 {
+		return lost
+	}
+	go func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		misses := 0
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if s.cluster.RaftStatus().Leader != 0 {
+				misses = 0
+				continue
+			}
+			if misses++; misses >= 2 {
+				close(lost)
+				return
+			}
+		}
+	}()
+	return lost
+}
+
+// recvWatch handles a stream's requests until it ends and returns why.
+func (s *Server) recvWatch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.WatchResponse], ws *mvcc.WatchStream) error {
+	for {
+		req, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch {
+		case req.GetCreateRequest() != nil:
+			cr := req.GetCreateRequest()
+			id, err := ws.Watch(watchOptions(cr))
+			if err != nil {
+				// etcd answers a bad create with a created+canceled response.
+				resp := &pb.WatchResponse{Header: s.header(s.store.Rev()), WatchId: cr.WatchId, Created: true, Canceled: true, CancelReason: err.Error()}
+				ws.Reply(resp)
+				continue
+			}
+			_ = id
+		case req.GetCancelRequest() != nil:
+			ws.Cancel(req.GetCancelRequest().WatchId)
+		case req.GetProgressRequest() != nil:
+			ws.RequestProgress()
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
@@ -26,8 +27,24 @@ type Event struct {
 	PrevKV *mvccpb.KeyValue
 }
 
+// submit runs one write request: proposed through the replication layer when
+// the store is a replicated member (every member applies it with
+// ApplyEntries), or evaluated by the local committer otherwise. Both paths
+// evaluate it with writeTxn.applyRequest, so their semantics are identical.
+func (s *Store) submit(ctx context.Context, req *pb.InternalRaftRequest) (any, error) {
+	if p := s.proposer.Load(); p != nil {
+		return (*p).Propose(ctx, req)
+	}
+	return s.write(ctx, func(w *writeTxn) (any, error) { return w.applyRequest(req) })
+}
+
 // write hands fn to the committer and waits until its group is durable.
+// Only a single (unreplicated) store has a committer: a replicated member
+// refuses local-only writes (imports) with ErrReplicated.
 func (s *Store) write(ctx context.Context, fn func(w *writeTxn) (any, error)) (any, error) {
+	if s.opts.Replicated {
+		return nil, ErrReplicated
+	}
 	if errp := s.failed.Load(); errp != nil {
 		return nil, *errp
 	}
@@ -141,10 +158,12 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 		s.commitSeq.Add(1) // odd: readers must not pair s.rev with a snapshot now
 		if !batch.Empty() {
 			opts := pebble.Sync
-			if s.opts.NoSync {
+			if s.opts.NoSync || s.opts.Replicated {
+				// Replicated: the raft WAL was synced before the entries
+				// were committed; a restart replays it from m/applied.
 				opts = pebble.NoSync
 			}
-			if err := batch.Commit(opts); err != nil {
+			if err := commitBatch(batch, opts); err != nil {
 				err = fmt.Errorf("%w: commit: %v", ErrFailed, err)
 				s.failed.Store(&err)
 				s.log.Error("commit failed; refusing further writes", "err", err)
@@ -168,4 +187,16 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 	for _, req := range reqs {
 		close(req.done)
 	}
+}
+
+// commitBatch commits b. pebble panics when its WAL cannot be written (a
+// full disk): that panic becomes an error here, so the store fails with one
+// clear message instead of a crash; pebble is not used afterwards.
+func commitBatch(b *pebble.Batch, opts *pebble.WriteOptions) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	return b.Commit(opts)
 }

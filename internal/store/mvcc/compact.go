@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 // Compact discards history below rev: afterwards Range below rev returns
@@ -14,31 +15,11 @@ import (
 // background (or before returning, when physical is set) in small batches,
 // so writes and reads never stop for it.
 func (s *Store) Compact(ctx context.Context, rev int64, physical bool) (int64, error) {
-	_, err := s.write(ctx, func(w *writeTxn) (any, error) {
-		if rev > w.currentRev() {
-			return nil, ErrFutureRev
-		}
-		if rev <= s.compacted.Load() {
-			return nil, ErrCompacted
-		}
-		_ = w.b.Set(metaCompacted, putInt64(rev), nil)
-		w.afterCommit = append(w.afterCommit, func() { s.compacted.Store(rev) })
-		return nil, nil
-	})
+	resp, err := s.submit(ctx, &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: rev, Physical: physical}})
 	if err != nil {
 		return 0, err
 	}
-	s.compactWG.Add(1)
-	done := make(chan error, 1)
-	go func() {
-		defer s.compactWG.Done()
-		err := s.physicalCompact(rev)
-		if err != nil {
-			s.log.Error("compaction failed; it will be retried by the next compaction", "rev", rev, "err", err)
-		}
-		done <- err
-	}()
-	if physical {
+	if done := resp.(*compactResult).done; physical {
 		select {
 		case err := <-done:
 			if err != nil {
@@ -49,6 +30,39 @@ func (s *Store) Compact(ctx context.Context, rev int64, physical bool) (int64, e
 		}
 	}
 	return s.Rev(), nil
+}
+
+// compactResult is the response of an applied compaction: done yields the
+// physical compaction's result once it has run.
+type compactResult struct{ done chan error }
+
+// applyCompaction records the compacted revision in the batch and, once the
+// batch is committed, starts the physical compaction (each member reclaims
+// its own space).
+func (w *writeTxn) applyCompaction(req *pb.CompactionRequest) (*compactResult, error) {
+	s, rev := w.s, req.Revision
+	if rev > w.currentRev() {
+		return nil, ErrFutureRev
+	}
+	if rev <= s.compacted.Load() || rev <= w.compacting {
+		return nil, ErrCompacted
+	}
+	w.compacting = rev
+	_ = w.b.Set(metaCompacted, putInt64(rev), nil)
+	res := &compactResult{done: make(chan error, 1)}
+	w.afterCommit = append(w.afterCommit, func() {
+		s.compacted.Store(rev)
+		s.compactWG.Add(1)
+		go func() {
+			defer s.compactWG.Done()
+			err := s.physicalCompact(rev)
+			if err != nil {
+				s.log.Error("compaction failed; it will be retried by the next compaction", "rev", rev, "err", err)
+			}
+			res.done <- err
+		}()
+	})
+	return res, nil
 }
 
 // physicalCompact deletes the history entries that no read at or above rev

@@ -16,7 +16,9 @@
 //	h/<esc(key)>\x00\x01<^rev>   history: every put and delete of key at main revision rev,
 //	                             newest first (rev inverted); value = one type byte + KeyValue
 //	e/<rev><sub>                 event log in revision order: the key changed at (rev, sub)
-//	m/...                        metadata: current and compacted revision, format, ids
+//	m/...                        metadata: current and compacted revision, format, ids,
+//	                             applied raft index and ConfState (members)
+//	c/m/<id>, c/r/<id>           cluster members (etcdserverpb.Member) and removed ids (members)
 //	s/<lease id>                 granted leases: granted TTL and absolute expiry
 //
 // Reads at the current revision scan l/ (one entry per live key); reads at an
@@ -35,6 +37,12 @@
 //     of a group is evaluated in order against the state left by the previous
 //     one (through an indexed batch), then the whole group is committed with a
 //     single fsync (group commit).
+//   - Every write is a data request (etcdserverpb.InternalRaftRequest)
+//     evaluated by writeTxn.applyRequest: by the committer of a single store,
+//     or by ApplyEntries on every member of a replicated one (package
+//     replica), so both have the same semantics. A replicated member commits
+//     its applies unsynced, with the raft index in m/applied in the same
+//     batch (the raft WAL is the durable log; docs/adr/008).
 //   - m/rev is written in the same batch as the changes it counts, so a
 //     snapshot always pairs data with its exact revision.
 //   - History at or below the compacted revision is gone except the newest

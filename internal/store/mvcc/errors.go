@@ -18,4 +18,10 @@ var (
 	// ErrFailed is returned by every write after the engine failed to commit;
 	// the process must restart and recover from disk.
 	ErrFailed = errors.New("mvcc: storage engine failed; restart the store")
+	// ErrReplicated refuses a local-only write (an import) on a replicated
+	// member: imports go into a single member, which then grows.
+	ErrReplicated = errors.New("mvcc: a replicated member takes writes through raft only; import into a single member and grow it with member add")
+	// ErrUnknownRequest is returned for a replicated request the store does
+	// not evaluate (auth, alarms, versions).
+	ErrUnknownRequest = errors.New("mvcc: unsupported replicated request")
 )

@@ -13,12 +13,7 @@ import (
 // ignore_lease need the key to exist, a lease must exist, prev_kv returns the
 // previous value). It raises the revision by one.
 func (s *Store) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, error) {
-	resp, err := s.write(ctx, func(w *writeTxn) (any, error) {
-		if err := w.checkPut(req); err != nil {
-			return nil, err
-		}
-		return w.applyPut(req)
-	})
+	resp, err := s.submit(ctx, &pb.InternalRaftRequest{Put: req})
 	if err != nil {
 		return nil, err
 	}
@@ -28,7 +23,7 @@ func (s *Store) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, e
 // DeleteRange deletes the keys of a range. The revision rises by one if at
 // least one key was deleted, and not at all otherwise.
 func (s *Store) DeleteRange(ctx context.Context, req *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	resp, err := s.write(ctx, func(w *writeTxn) (any, error) { return w.applyDelete(req) })
+	resp, err := s.submit(ctx, &pb.InternalRaftRequest{DeleteRange: req})
 	if err != nil {
 		return nil, err
 	}
@@ -62,21 +57,7 @@ func (s *Store) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, e
 		resp.Header = &pb.ResponseHeader{Revision: rev}
 		return resp, nil
 	}
-	resp, err := s.write(ctx, func(w *writeTxn) (any, error) {
-		path, err := txnPath(w, req)
-		if err != nil {
-			return nil, err
-		}
-		if err := w.checkTxn(req, path); err != nil {
-			return nil, err
-		}
-		r, err := w.applyTxn(req, path)
-		if err != nil {
-			return nil, err
-		}
-		r.Header = &pb.ResponseHeader{Revision: w.currentRev()}
-		return r, nil
-	})
+	resp, err := s.submit(ctx, &pb.InternalRaftRequest{Txn: req})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 // MaxLeaseTTL is the largest TTL a lease may be granted with (etcd's).
@@ -52,6 +54,15 @@ func newLessor(s *Store) *lessor {
 func encodeLease(ttl int64, expiry time.Time) []byte {
 	b := binary.BigEndian.AppendUint64(nil, uint64(ttl))
 	return binary.BigEndian.AppendUint64(b, uint64(expiry.UnixNano()))
+}
+
+// reload forgets the leases in memory and loads them from disk again (after
+// a state snapshot replaced the data).
+func (l *lessor) reload() error {
+	l.mu.Lock()
+	l.leases = map[int64]*lease{}
+	l.mu.Unlock()
+	return l.load()
 }
 
 // load restores the leases and their attached keys from disk.
@@ -119,8 +130,9 @@ func (l *lessor) detach(id int64, key []byte) {
 	}
 }
 
-// LeaseGrant grants a lease. id 0 lets the store choose one. A TTL below the
-// minimum is raised to it; the granted TTL is returned.
+// LeaseGrant grants a lease. id 0 lets the store choose one (chosen here,
+// before the request is replicated, so that every member applies the same
+// id). A TTL below the minimum is raised to it; the granted TTL is returned.
 func (s *Store) LeaseGrant(ctx context.Context, id, ttl int64) (int64, int64, error) {
 	if ttl > MaxLeaseTTL {
 		return 0, 0, ErrLeaseTTLLarge
@@ -128,31 +140,52 @@ func (s *Store) LeaseGrant(ctx context.Context, id, ttl int64) (int64, int64, er
 	if ttl < s.opts.MinLeaseTTL {
 		ttl = s.opts.MinLeaseTTL
 	}
-	l := s.lessor
-	_, err := s.write(ctx, func(w *writeTxn) (any, error) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if id == 0 {
-			for id == 0 || l.leases[id] != nil {
-				id = rand.Int64N(1 << 62)
-			}
-		} else if l.leases[id] != nil {
-			return nil, ErrLeaseExists
+	pick := id == 0
+	for attempt := 0; ; attempt++ {
+		if pick {
+			id = s.lessor.unusedID()
 		}
-		expiry := s.opts.Now().Add(time.Duration(ttl) * time.Second)
-		_ = w.b.Set(leaseKey(id), encodeLease(ttl, expiry), nil)
-		l.leases[id] = &lease{id: id, ttl: ttl, expiry: expiry, keys: map[string]struct{}{}}
-		return nil, nil
-	})
-	if err != nil {
-		return 0, 0, err
+		_, err := s.submit(ctx, &pb.InternalRaftRequest{LeaseGrant: &pb.LeaseGrantRequest{ID: id, TTL: ttl}})
+		if errors.Is(err, ErrLeaseExists) && pick && attempt < 3 {
+			continue // another grant took the id meanwhile
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		return id, ttl, nil
 	}
-	return id, ttl, nil
+}
+
+func (l *lessor) unusedID() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for {
+		if id := rand.Int64N(1 << 62); id != 0 && l.leases[id] == nil {
+			return id
+		}
+	}
+}
+
+// grant records lease id with ttl (the TTL was validated by the proposer).
+func (w *writeTxn) grant(id, ttl int64) error {
+	l := w.s.lessor
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if id == 0 {
+		return ErrLeaseNotFound
+	}
+	if l.leases[id] != nil {
+		return ErrLeaseExists
+	}
+	expiry := w.s.opts.Now().Add(time.Duration(ttl) * time.Second)
+	_ = w.b.Set(leaseKey(id), encodeLease(ttl, expiry), nil)
+	l.leases[id] = &lease{id: id, ttl: ttl, expiry: expiry, keys: map[string]struct{}{}}
+	return nil
 }
 
 // LeaseRevoke revokes a lease and deletes its keys, in one revision.
 func (s *Store) LeaseRevoke(ctx context.Context, id int64) (int64, error) {
-	_, err := s.write(ctx, func(w *writeTxn) (any, error) { return nil, w.revoke(id) })
+	_, err := s.submit(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 	if err != nil {
 		return 0, err
 	}
@@ -190,9 +223,28 @@ func (w *writeTxn) revoke(id int64) error {
 	return nil
 }
 
-// LeaseKeepAlive renews a lease for its full TTL and returns the TTL.
-func (s *Store) LeaseKeepAlive(id int64) (int64, error) {
+// LeaseKeepAlive renews a lease for its full TTL and returns the TTL. On a
+// replicated member, the leader (which alone expires leases) renews it in
+// memory; a follower passes the renewal to the leader through the log, as a
+// checkpoint of the full TTL that every member applies.
+func (s *Store) LeaseKeepAlive(ctx context.Context, id int64) (int64, error) {
 	l := s.lessor
+	if p := s.proposer.Load(); p != nil {
+		l.mu.Lock()
+		ls := l.leases[id]
+		l.mu.Unlock()
+		if ls == nil {
+			return 0, ErrLeaseNotFound
+		}
+		if (*p).IsLeader() {
+			return ls.ttl, l.renew(id, ls.ttl)
+		}
+		cp := &pb.LeaseCheckpoint{ID: id, Remaining_TTL: ls.ttl}
+		if _, err := s.submit(ctx, &pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: []*pb.LeaseCheckpoint{cp}}}); err != nil {
+			return 0, err
+		}
+		return ls.ttl, nil
+	}
 	l.mu.Lock()
 	ls := l.leases[id]
 	if ls == nil {
@@ -209,6 +261,31 @@ func (s *Store) LeaseKeepAlive(id int64) (int64, error) {
 		return 0, fmt.Errorf("persist lease %x: %w", id, err)
 	}
 	return ttl, nil
+}
+
+// renew sets the expiry of lease id to now + ttl seconds, in memory.
+func (l *lessor) renew(id, ttl int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls := l.leases[id]
+	if ls == nil {
+		return ErrLeaseNotFound
+	}
+	ls.expiry = l.s.opts.Now().Add(time.Duration(ttl) * time.Second)
+	return nil
+}
+
+// PromoteLeases gives every lease its full TTL again, from now plus extend.
+// A member that becomes leader calls it before it expires anything, as
+// etcd's lessor does: a lease never expires because of an election.
+func (s *Store) PromoteLeases(extend time.Duration) {
+	l := s.lessor
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := s.opts.Now()
+	for _, ls := range l.leases {
+		ls.expiry = now.Add(extend + time.Duration(ls.ttl)*time.Second)
+	}
 }
 
 // LeaseTimeToLive describes a lease; keys are listed when asked.
@@ -263,19 +340,38 @@ func (l *lessor) expiryLoop() {
 		}
 		l.mu.Unlock()
 		for _, id := range expired {
-			_, err := l.s.write(context.Background(), func(w *writeTxn) (any, error) {
-				l.mu.Lock()
-				ls := l.leases[id]
-				stillExpired := ls != nil && !ls.expiry.After(l.s.opts.Now())
-				l.mu.Unlock()
-				if !stillExpired {
-					return nil, nil // renewed or revoked meanwhile
-				}
-				return nil, w.revoke(id)
-			})
-			if err != nil && err != ErrClosed {
+			if err := l.expire(id); err != nil && err != ErrClosed {
 				l.s.log.Warn("revoke expired lease", "lease", fmt.Sprintf("%x", id), "err", err)
 			}
 		}
 	}
+}
+
+// expire revokes lease id if it is still expired. A replicated member that
+// does not lead leaves expiry to the leader.
+func (l *lessor) expire(id int64) error {
+	if l.s.opts.Replicated && l.s.proposer.Load() == nil {
+		return nil // not serving yet
+	}
+	if p := l.s.proposer.Load(); p != nil {
+		if !(*p).IsLeader() {
+			return nil
+		}
+		_, err := l.s.submit(context.Background(), &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
+		if errors.Is(err, ErrLeaseNotFound) {
+			return nil
+		}
+		return err
+	}
+	_, err := l.s.write(context.Background(), func(w *writeTxn) (any, error) {
+		l.mu.Lock()
+		ls := l.leases[id]
+		stillExpired := ls != nil && !ls.expiry.After(l.s.opts.Now())
+		l.mu.Unlock()
+		if !stillExpired {
+			return nil, nil // renewed or revoked meanwhile
+		}
+		return nil, w.revoke(id)
+	})
+	return err
 }

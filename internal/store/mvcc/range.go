@@ -17,6 +17,9 @@ import (
 // taking the snapshot. Otherwise the revision is read from the snapshot
 // itself (m/rev), so the pair is exact either way.
 func (s *Store) readView() (*pebble.Snapshot, int64, error) {
+	if s.restoring.Load() {
+		return nil, 0, ErrRestoring
+	}
 	if seq := s.commitSeq.Load(); seq&1 == 0 {
 		rev := s.rev.Load()
 		snap := s.db.NewSnapshot()

@@ -35,6 +35,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Replicated opens the store as the state machine of a raft member: no
+	// local committer runs; writes are proposed through the Proposer set with
+	// SetProposer and applied, in log order, by ApplyEntries. Applies are
+	// not synced: the raft WAL is the durable log, and a restart replays it
+	// from the applied index kept in the same batches (m/applied).
+	Replicated bool
 }
 
 func (o *Options) withDefaults() {
@@ -80,6 +86,17 @@ type Store struct {
 
 	lessor *lessor
 	hub    *hub
+
+	// proposer replicates writes when the store is a raft member.
+	proposer atomic.Pointer[Proposer]
+	// applied is the raft index and term of the last applied entry (0 for a
+	// single store); members is the cluster membership (replica package).
+	applyMu sync.Mutex
+	applied AppliedIndex
+	// restoring is set while RestoreState replaces the data (reads refused).
+	restoring atomic.Bool
+	// removed holds the ids of members removed from the cluster (c/r/).
+	removed sync.Map
 
 	compactMu sync.Mutex // one physical compaction at a time
 	compactWG sync.WaitGroup
@@ -130,7 +147,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	go s.commitLoop()
+	if opts.Replicated {
+		close(s.donec) // no local committer
+	} else {
+		go s.commitLoop()
+	}
 	go s.lessor.expiryLoop()
 	go s.hub.syncLoop()
 	return s, nil
@@ -192,7 +213,7 @@ func (s *Store) loadMeta() error {
 	}
 	s.rev.Store(rev)
 	s.compacted.Store(compacted)
-	return nil
+	return s.loadApplied(s.db)
 }
 
 // get reads key from r (a DB, snapshot or indexed batch) and copies the value;
@@ -235,6 +256,12 @@ func (s *Store) Close() error {
 		close(s.stopc)
 		<-s.donec
 		s.hub.close()
+		if errp := s.failed.Load(); errp != nil {
+			// The engine failed (a full disk): pebble may hold its locks;
+			// the WAL has everything a restart needs.
+			err = *errp
+			return
+		}
 		s.compactWG.Wait()
 		s.exportMu.Lock()
 		err = s.db.Close()

@@ -134,6 +134,20 @@ func (h *hub) notify(rev int64, events []Event) {
 	}
 }
 
+// restored moves every watcher to unsynced after a state snapshot replaced
+// the data at revision rev: each catches up from the new event log (or is
+// canceled as compacted if its next revision is gone).
+func (h *hub) restored(rev int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w := range h.synced {
+		delete(h.synced, w)
+		h.unsynced[w] = struct{}{}
+	}
+	h.rev = rev
+	h.kickSync()
+}
+
 func (h *hub) kickSync() {
 	select {
 	case h.kick <- struct{}{}:

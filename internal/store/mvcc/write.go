@@ -22,6 +22,9 @@ type writeTxn struct {
 	events  []Event
 	// afterCommit runs once the group is durable (lease bookkeeping).
 	afterCommit []func()
+	// compacting is the highest compaction applied in this group, not yet
+	// published in s.compacted.
+	compacting int64
 }
 
 func (w *writeTxn) begin() {

@@ -1,0 +1,74 @@
+package mvcc
+
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// Proposer replicates write requests (package replica). With a proposer set,
+// every write is proposed through it and comes back, on every member, as an
+// entry of ApplyEntries; Propose returns what the local apply of that entry
+// returned.
+type Proposer interface {
+	Propose(ctx context.Context, req *pb.InternalRaftRequest) (any, error)
+	// IsLeader reports whether this member leads: only the leader expires
+	// leases.
+	IsLeader() bool
+}
+
+// SetProposer makes every later write go through p. Set once, before the
+// store serves requests.
+func (s *Store) SetProposer(p Proposer) { s.proposer.Store(&p) }
+
+// applyRequest evaluates one write request against the group's batch. It is
+// deterministic: given the same state and the same request, every member
+// computes the same changes, revision and response. Whatever depends on the
+// local clock (lease expiry) stays in memory and out of the data hashed and
+// compared between members.
+func (w *writeTxn) applyRequest(r *pb.InternalRaftRequest) (any, error) {
+	switch {
+	case r.Put != nil:
+		if err := w.checkPut(r.Put); err != nil {
+			return nil, err
+		}
+		return w.applyPut(r.Put)
+	case r.DeleteRange != nil:
+		return w.applyDelete(r.DeleteRange)
+	case r.Txn != nil:
+		return w.applyWriteTxn(r.Txn)
+	case r.Compaction != nil:
+		return w.applyCompaction(r.Compaction)
+	case r.LeaseGrant != nil:
+		return nil, w.grant(r.LeaseGrant.ID, r.LeaseGrant.TTL)
+	case r.LeaseRevoke != nil:
+		return nil, w.revoke(r.LeaseRevoke.ID)
+	case r.LeaseCheckpoint != nil:
+		for _, c := range r.LeaseCheckpoint.Checkpoints {
+			w.s.lessor.renew(c.ID, c.Remaining_TTL)
+		}
+		return nil, nil
+	case r.ClusterMemberAttrSet != nil:
+		return nil, w.setMemberAttrs(r.ClusterMemberAttrSet)
+	}
+	return nil, ErrUnknownRequest
+}
+
+func (w *writeTxn) applyWriteTxn(req *pb.TxnRequest) (*pb.TxnResponse, error) {
+	if err := checkTxnIntervals(req); err != nil {
+		return nil, err
+	}
+	path, err := txnPath(w, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.checkTxn(req, path); err != nil {
+		return nil, err
+	}
+	r, err := w.applyTxn(req, path)
+	if err != nil {
+		return nil, err
+	}
+	r.Header = &pb.ResponseHeader{Revision: w.currentRev()}
+	return r, nil
+}

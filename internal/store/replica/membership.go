@@ -1,0 +1,168 @@
+package replica
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/membershippb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/types"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
+)
+
+// Members returns the cluster's members as the state machine holds them.
+func (r *Replica) Members() ([]*pb.Member, error) { return r.store.Members() }
+
+// AddMember adds a member (a learner if asked) with etcd's member id scheme,
+// through a raft conf change; the new member then starts with
+// --initial-cluster-state existing and catches up from a state snapshot.
+func (r *Replica) AddMember(ctx context.Context, peerURLs []string, learner bool) (*pb.Member, error) {
+	urls, err := types.NewURLs(peerURLs)
+	if err != nil {
+		return nil, rpctypes.ErrGRPCMemberBadURLs
+	}
+	ms, err := r.store.Members()
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range ms {
+		for _, u := range m.PeerURLs {
+			for _, nu := range urls.StringSlice() {
+				if u == nu {
+					return nil, rpctypes.ErrGRPCPeerURLExist
+				}
+			}
+		}
+	}
+	now := time.Now()
+	em := membership.NewMember("", urls, r.cfg.InitialClusterToken, &now)
+	em.IsLearner = learner
+	typ := raftpb.ConfChangeAddNode
+	if learner {
+		typ = raftpb.ConfChangeAddLearnerNode
+	}
+	if err := r.confChange(ctx, typ, em); err != nil {
+		return nil, err
+	}
+	return &pb.Member{ID: uint64(em.ID), PeerURLs: em.PeerURLs, IsLearner: learner}, nil
+}
+
+// RemoveMember removes a member for good.
+func (r *Replica) RemoveMember(ctx context.Context, id uint64) error {
+	if r.member(id) == nil {
+		return rpctypes.ErrGRPCMemberNotFound
+	}
+	return r.confChange(ctx, raftpb.ConfChangeRemoveNode, &membership.Member{ID: types.ID(id)})
+}
+
+// PromoteMember makes a learner a voter once it has caught up with the
+// leader (etcd's rule: its log within 10 % of the leader's). Only the
+// leader knows how far a learner is; a follower answers ErrGRPCNotLeader.
+func (r *Replica) PromoteMember(ctx context.Context, id uint64) error {
+	m := r.member(id)
+	if m == nil {
+		return rpctypes.ErrGRPCMemberNotFound
+	}
+	if !m.IsLearner {
+		return rpctypes.ErrGRPCMemberNotLearner
+	}
+	if !r.IsLeader() {
+		return rpctypes.ErrGRPCNotLeader
+	}
+	st := r.node.Status()
+	pr, ok := st.Progress[id]
+	if !ok || float64(pr.Match) < 0.9*float64(st.Progress[r.id].Match) {
+		return rpctypes.ErrGRPCLearnerNotReady
+	}
+	em := toEtcdMember(m)
+	em.IsLearner = false
+	return r.confChange(ctx, raftpb.ConfChangeAddNode, em)
+}
+
+// UpdateMember changes a member's peer URLs.
+func (r *Replica) UpdateMember(ctx context.Context, id uint64, peerURLs []string) error {
+	urls, err := types.NewURLs(peerURLs)
+	if err != nil {
+		return rpctypes.ErrGRPCMemberBadURLs
+	}
+	m := r.member(id)
+	if m == nil {
+		return rpctypes.ErrGRPCMemberNotFound
+	}
+	em := toEtcdMember(m)
+	em.PeerURLs = urls.StringSlice()
+	return r.confChange(ctx, raftpb.ConfChangeUpdateNode, em)
+}
+
+// confChange proposes a conf change and waits until it is applied here.
+func (r *Replica) confChange(ctx context.Context, typ raftpb.ConfChangeType, m *membership.Member) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	id := r.reqIDs.Next()
+	cc := &raftpb.ConfChange{Id: proto.Uint64(id), Type: typ.Enum(), NodeId: proto.Uint64(uint64(m.ID)), Context: data}
+	ch := r.waits.Register(id)
+	cctx, cancel := context.WithTimeout(ctx, r.requestTimeout())
+	defer cancel()
+	if err := r.node.ProposeConfChange(cctx, cc); err != nil {
+		r.waits.Trigger(id, nil)
+		return r.proposeErr(cctx, err)
+	}
+	select {
+	case x := <-ch:
+		if x == nil {
+			return rpctypes.ErrGRPCStopped
+		}
+		return x.(mvcc.Result).Err
+	case <-cctx.Done():
+		r.waits.Trigger(id, nil)
+		return r.proposeErr(cctx, cctx.Err())
+	case <-r.stopc:
+		return rpctypes.ErrGRPCStopped
+	}
+}
+
+// publish records this member's name and client URLs in the cluster once
+// it has a leader, retrying until it succeeds (etcd's publish).
+func (r *Replica) publish() {
+	for {
+		m := r.member(r.id)
+		if m != nil && m.Name == r.cfg.Name && sameStrings(m.ClientURLs, r.cfg.ClientURLs) {
+			return
+		}
+		if m != nil && r.lead.Load() != 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), r.requestTimeout())
+			_, err := r.Propose(ctx, &pb.InternalRaftRequest{ClusterMemberAttrSet: &membershippb.ClusterMemberAttrSetRequest{
+				Member_ID: r.id, MemberAttributes: &membershippb.Attributes{Name: r.cfg.Name, ClientUrls: r.cfg.ClientURLs},
+			}})
+			cancel()
+			if err == nil {
+				continue
+			}
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-r.stopc:
+			return
+		}
+	}
+}
+
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
