@@ -31,12 +31,14 @@ type fakeHosts struct {
 	rollBack map[string]bool
 	// silent makes host pods on these nodes never finish (a hung node).
 	silent map[string]bool
+	// refuse makes a node's preflight refuse with this reason.
+	refuse map[string]string
 	// pods counts host pods seen, by name.
 	pods map[string]int
 }
 
 func newFakeHosts(c client.Client) *fakeHosts {
-	return &fakeHosts{c: c, installed: map[string]bool{}, rollBack: map[string]bool{}, silent: map[string]bool{}, pods: map[string]int{}}
+	return &fakeHosts{c: c, installed: map[string]bool{}, rollBack: map[string]bool{}, silent: map[string]bool{}, refuse: map[string]string{}, pods: map[string]int{}}
 }
 
 func (f *fakeHosts) tick(t *testing.T) {
@@ -56,11 +58,20 @@ func (f *fakeHosts) tick(t *testing.T) {
 			continue
 		}
 		f.pods[p.Name]++
-		if f.silent[p.Spec.NodeName] {
+		if f.silent[p.Spec.NodeName] && !hasArg(p, "--preflight") {
 			continue
 		}
 		f.finish(t, p)
 	}
+}
+
+func hasArg(p *corev1.Pod, arg string) bool {
+	for _, a := range p.Spec.Containers[0].Args {
+		if a == arg {
+			return true
+		}
+	}
+	return false
 }
 
 // finish plays the host side of one host pod.
@@ -69,12 +80,13 @@ func (f *fakeHosts) finish(t *testing.T, p *corev1.Pod) {
 	ctx := context.Background()
 	subject, op, node := p.Labels["install.quantyroot.io/subject"], p.Labels["install.quantyroot.io/op"], p.Spec.NodeName
 	key := subject + "/" + node
-	check := false
-	for _, a := range p.Spec.Containers[0].Args {
-		check = check || a == "--check"
-	}
+	check := hasArg(p, "--check")
 	res := hostrun.Result{Subject: subject, Op: op, State: hostrun.StateDone}
 	switch {
+	case hasArg(p, "--preflight"):
+		if why := f.refuse[node]; why != "" {
+			res.State, res.Detail = hostrun.StateRefused, why
+		}
 	case subject == "runtime" && op == "install" && f.rollBack[node]:
 		res.State, res.Detail = hostrun.StateStarted, ""
 		if check {

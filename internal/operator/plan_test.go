@@ -23,9 +23,9 @@ func TestFirstTask(t *testing.T) {
 		ok    bool
 	}{
 		{"store first", v1.InstallationStatus{Nodes: nodes("Pending")}, true, false, task{Step: v1.StepStore}, true},
-		{"store not asked", v1.InstallationStatus{Nodes: nodes("Pending")}, false, false, task{Step: v1.StepCordon, Node: "a"}, true},
-		{"next unmoved node", v1.InstallationStatus{Store: "Moved", Nodes: nodes("Moved", "Pending")}, true, false, task{Step: v1.StepCordon, Node: "b"}, true},
-		{"failed node is retried", v1.InstallationStatus{Store: "Moved", Nodes: nodes("Failed")}, true, false, task{Step: v1.StepCordon, Node: "a"}, true},
+		{"store not asked", v1.InstallationStatus{Nodes: nodes("Pending")}, false, false, task{Step: v1.StepPreflight, Node: "a"}, true},
+		{"next unmoved node", v1.InstallationStatus{Store: "Moved", Nodes: nodes("Moved", "Pending")}, true, false, task{Step: v1.StepPreflight, Node: "b"}, true},
+		{"failed node is retried", v1.InstallationStatus{Store: "Moved", Nodes: nodes("Failed")}, true, false, task{Step: v1.StepPreflight, Node: "a"}, true},
 		{"all moved", v1.InstallationStatus{Store: "Moved", Nodes: nodes("Moved", "Moved")}, true, false, task{}, false},
 		{"undo: last node first", v1.InstallationStatus{Store: "Moved", Nodes: nodes("Moved", "Moved")}, true, true, task{Step: v1.StepCordon, Node: "b"}, true},
 		{"undo: untouched nodes skipped", v1.InstallationStatus{Store: "Moved", Nodes: nodes("Moved", "Pending")}, true, true, task{Step: v1.StepCordon, Node: "a"}, true},
@@ -55,7 +55,7 @@ func TestNextTaskWalksNodeSteps(t *testing.T) {
 		}
 		cur = next
 	}
-	want := "cordon@a drain@a runtime@a wait-ready@a uncordon@a cordon@b drain@b runtime@b wait-ready@b uncordon@b"
+	want := "cordon@a drain@a runtime@a wait-ready@a uncordon@a preflight@b cordon@b drain@b runtime@b wait-ready@b uncordon@b"
 	if got := join(seen); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

@@ -58,7 +58,7 @@ func TestReconcilerRealAPIServer(t *testing.T) {
 		steps, in = w.runUntil(t, 80, v1.PhaseUndone)
 		want = nil
 		for _, n := range []string{"w2", "w1"} {
-			for _, s := range nodeSteps {
+			for _, s := range nodeSteps[1:] { // no preflight when undoing
 				want = append(want, s+"@"+n)
 			}
 		}
@@ -164,6 +164,22 @@ func TestReconcilerRealAPIServer(t *testing.T) {
 		if !getNode(t, api.Client, "w1").Spec.Unschedulable || got.Status.Nodes[0].State != string(v1.PhaseFailed) || w.hosts.pods["qk-undo-runtime-run-w1-1"] == 0 {
 			t.Errorf("after the rollback: w1 schedulable, node state %q, undo pods %v", got.Status.Nodes[0].State, w.hosts.pods)
 		}
+	})
+
+	t.Run("a node whose preflight refuses fails untouched", func(t *testing.T) {
+		w := newWorld(t, api, true, []string{"cp1"}, []string{"w1"})
+		w.hosts.refuse["w1"] = "quantykube: the runtime's root dir /var/lib/quantykube/runtime is on overlayfs; mount a real filesystem there"
+		mustCreate(t, api.Client, defaultInstallation())
+		start := time.Now()
+		_, got := w.runUntil(t, 40, v1.PhaseFailed)
+		t.Logf("refusal in status %v after the run began", time.Since(start).Round(time.Millisecond))
+		if !strings.Contains(got.Status.Message, "node w1: preflight failed") || !strings.Contains(got.Status.Message, "overlayfs") {
+			t.Errorf("message %q; want the preflight's refusal with the host's reason", got.Status.Message)
+		}
+		if n := getNode(t, api.Client, "w1"); n.Spec.Unschedulable || w.hosts.installed["runtime/w1"] {
+			t.Errorf("after a refused preflight: w1 cordoned (%v) or its runtime installed", n.Spec.Unschedulable)
+		}
+		noHostPods(t, api.Client)
 	})
 
 	t.Run("a PodDisruptionBudget that blocks the drain fails at the deadline", func(t *testing.T) {

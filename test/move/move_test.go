@@ -200,3 +200,30 @@ func manifestEtcdServers(t *testing.T, c *cluster) string {
 	out := c.mustNode(t, "grep", "-e", "--etcd-servers", "/etc/kubernetes/manifests/kube-apiserver.yaml")
 	return strings.TrimSpace(out)
 }
+
+// kubeadmConfigKey is kube-system/kubeadm-config in c.objects' keys.
+const kubeadmConfigKey = "cm/kube-system/kubeadm-config"
+
+// clusterConfig is kubeadm's ClusterConfiguration as the API serves it.
+func (c *cluster) clusterConfig(t *testing.T) string {
+	t.Helper()
+	var cfg string
+	err := retry(func() error {
+		cm, err := c.cs.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "kubeadm-config", metav1.GetOptions{})
+		if err == nil {
+			cfg = cm.Data["ClusterConfiguration"]
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("read kube-system/kubeadm-config: %v", err)
+	}
+	return cfg
+}
+
+// savedClusterConfig is the ClusterConfiguration install saved before it
+// named the store (what undo must restore byte for byte).
+func (c *cluster) savedClusterConfig(t *testing.T) string {
+	t.Helper()
+	return c.mustNode(t, "cat", "/var/lib/quantykube/install/store/kubeadm-config.etcd.yaml")
+}

@@ -48,11 +48,18 @@ func TestMoveStoreAndBack(t *testing.T) {
 
 	after, _ := c.objects(t)
 	for k, rv := range before {
+		if k == kubeadmConfigKey {
+			continue // the move rewrites it: checked below
+		}
 		if after[k] != rv {
 			t.Fatalf("%s: resourceVersion %s before the move, %q after", k, rv, after[k])
 		}
 	}
-	t.Logf("all %d objects kept their resourceVersions", len(before))
+	t.Logf("all %d objects kept their resourceVersions", len(before)-1)
+	if cfg := c.clusterConfig(t); !strings.Contains(cfg, "https://127.0.0.1:2479") || strings.Contains(cfg, "local:") {
+		t.Fatalf("kubeadm-config does not name the store as external etcd:\n%s", cfg)
+	}
+	origConfig := c.savedClusterConfig(t)
 
 	c.createCM(t, "after-move")
 	waitFor(t, "the watcher to see after-move (no event silently lost)", 2*time.Minute, func() bool { return w.saw("default/after-move") })
@@ -79,6 +86,12 @@ func TestMoveStoreAndBack(t *testing.T) {
 	}
 	if _, err := c.cs.CoreV1().ConfigMaps("default").Get(ctx, "after-move", metav1.GetOptions{}); err != nil {
 		t.Fatalf("a ConfigMap written on the store is not in etcd after undo: %v", err)
+	}
+	if cfg := c.clusterConfig(t); cfg != origConfig {
+		t.Fatalf("undo did not restore kubeadm-config byte for byte:\n%s\nwant\n%s", cfg, origConfig)
+	}
+	if !strings.Contains(out, "etcd-before-undo-") {
+		t.Fatalf("undo did not say where it saved etcd:\n%s", out)
 	}
 	c.createCM(t, "after-undo")
 	waitFor(t, "the watcher to see after-undo", 2*time.Minute, func() bool { return w.saw("default/after-undo") })

@@ -2,6 +2,7 @@ package hostrun
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,8 @@ type fakeHost struct {
 	active  atomic.Bool
 	// onStart plays the installer: it writes the journal when the unit starts.
 	onStart func(j *install.Journal)
+	// diverged, when set, is what install store --verify answers (exit 1).
+	diverged string
 }
 
 func (h *fakeHost) command(_ context.Context, name string, args ...string) ([]byte, error) {
@@ -35,6 +38,13 @@ func (h *fakeHost) command(_ context.Context, name string, args ...string) ([]by
 			h.onStart(j)
 		}
 		return nil, nil
+	}
+	if strings.HasPrefix(name, BinaryDir) {
+		// This binary on the host: install store --verify finds the state standing.
+		if h.diverged != "" {
+			return []byte(h.diverged + "\n"), errors.New("exit status 1")
+		}
+		return []byte("the store's recorded state stands\n"), nil
 	}
 	return nil, os.ErrNotExist
 }
@@ -191,5 +201,45 @@ func TestRunSettlesTheOppositeRun(t *testing.T) {
 	}
 	if len(h.started) != 1 || !strings.Contains(h.started[0], "--unit=quantykube-undo-store") {
 		t.Errorf("units started %v; want the undo once, after the install ended", h.started)
+	}
+}
+
+func TestRunRefusesAJournalWhoseStateNoLongerStands(t *testing.T) {
+	h := &fakeHost{root: t.TempDir(), diverged: "quantykube: the API server was pointed back at https://127.0.0.1:2379 behind QuantyKube's back: ..."}
+	j, _ := install.OpenJournal(filepath.Join(h.root, "var/lib/quantykube/install/store/journal.jsonl"))
+	record(j, "install", install.EventDone)
+	res, err := newRunner(t, h, "install").Run(context.Background())
+	if err != nil || res.State != StateRefused || !strings.Contains(res.Detail, "pointed back") || len(h.started) != 0 {
+		t.Fatalf("result %+v err %v units %v; want refused with the host's line, nothing started", res, err, h.started)
+	}
+}
+
+func TestRunReportsARefusalBeforeAnyRun(t *testing.T) {
+	h := &fakeHost{root: t.TempDir()}
+	r := newRunner(t, h, "install")
+	h.onStart = func(*install.Journal) {
+		// The installer refused in its preflight: no journal record, one line of output.
+		out := filepath.Join(h.root, r.Output())
+		_ = os.MkdirAll(filepath.Dir(out), 0o700)
+		_ = os.WriteFile(out, []byte("quantykube: port 2479 on 127.0.0.1 is taken; stop what listens there first\n"), 0o600)
+	}
+	r.Since = time.Now()
+	res, err := r.Run(context.Background())
+	if err != nil || res.State != StateRefused || !strings.Contains(res.Detail, "port 2479") {
+		t.Fatalf("result %+v err %v; want refused with the installer's line", res, err)
+	}
+}
+
+func TestPreflightOnly(t *testing.T) {
+	h := &fakeHost{root: t.TempDir()}
+	r := newRunner(t, h, "install")
+	r.PreflightOnly = true
+	res, err := r.Run(context.Background())
+	if err != nil || res.State != StateDone || len(h.started) != 0 {
+		t.Fatalf("result %+v err %v units %v; want done, nothing started", res, err, h.started)
+	}
+	h.diverged = "quantykube: the runtime's root dir /var/lib/quantykube/runtime is on overlayfs"
+	if res, _ = r.Run(context.Background()); res.State != StateRefused || !strings.Contains(res.Detail, "overlayfs") {
+		t.Fatalf("result %+v; want refused with the host's line", res)
 	}
 }

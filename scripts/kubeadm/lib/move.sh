@@ -15,9 +15,11 @@ cmd_move() {
 	local cp=$QK_CLUSTER-cp1 bin=$QK_CACHE/kubeadm/tools/quantykube etcdctl
 	[[ -d $(node_dir "$cp") ]] || die "no control-plane node $cp in $QK_STATE"
 	(cd "$QK_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./cmd/quantykube && mv "$bin.tmp" "$bin") || die "go build ./cmd/quantykube failed"
+	local bench
 	etcdctl=$(QK_CACHE=$QK_CACHE "$QK_ROOT/scripts/deps.sh" path etcdctl) || die "scripts/deps.sh path etcdctl failed"
+	bench=$(QK_CACHE=$QK_CACHE "$QK_ROOT/scripts/deps.sh" path etcd-benchmark) || die "scripts/deps.sh path etcd-benchmark failed"
 	log "move: install store and undo store on $cp, then faults at every step (go test ./test/move)"
 	(cd "$QK_ROOT" && QK_MOVE_KUBECONFIG=$QK_STATE/kubeconfig QK_MOVE_NODE=$cp QK_MOVE_REQUIRED=true \
-		QK_ETCDCTL=$etcdctl QK_STORE_BIN=$bin QK_WORKLOAD_IMAGE=$QK_WORKLOAD_IMAGE \
+		QK_ETCDCTL=$etcdctl QK_ETCD_BENCHMARK=$bench QK_STORE_BIN=$bin QK_WORKLOAD_IMAGE=$QK_WORKLOAD_IMAGE \
 		go test -count=1 -v -timeout 40m -run "${QK_MOVE_RUN:-.}" ./test/move/)
 }
