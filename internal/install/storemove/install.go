@@ -48,6 +48,13 @@ type Mover struct {
 	Downtime            time.Duration
 }
 
+// defaults fills what the caller left unset.
+func (m *Mover) defaults() {
+	if m.ReadyTimeout == 0 {
+		m.ReadyTimeout = 3 * time.Minute
+	}
+}
+
 // subject wires the store into the shared install/undo flow.
 func (m *Mover) subject() *install.Subject {
 	j, _ := install.OpenJournal(m.Paths.journal())
@@ -109,9 +116,7 @@ func (m *Mover) preflight(ctx context.Context, op string) error {
 // Install moves the API server from etcd onto the store. With dryRun it
 // prints the plan and changes nothing.
 func (m *Mover) Install(ctx context.Context, dryRun bool) error {
-	if m.ReadyTimeout == 0 {
-		m.ReadyTimeout = 3 * time.Minute
-	}
+	m.defaults()
 	if dryRun {
 		m.subject().DryRun(ctx, install.OpInstall)
 		return nil

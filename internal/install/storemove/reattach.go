@@ -22,6 +22,7 @@ import (
 // Reattach puts the API server back onto the store after it was pointed
 // away behind QuantyKube's back.
 func (m *Mover) Reattach(ctx context.Context, dryRun bool) error {
+	m.defaults()
 	if dryRun {
 		m.subject().DryRun(ctx, install.OpReattach)
 		return nil

@@ -17,6 +17,7 @@ import (
 
 // Undo moves the API server back from the store onto etcd.
 func (m *Mover) Undo(ctx context.Context, dryRun bool) error {
+	m.defaults()
 	if dryRun {
 		m.subject().DryRun(ctx, install.OpUndo)
 		return nil
