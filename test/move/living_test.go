@@ -159,12 +159,12 @@ func TestUpgradeKeepsStore(t *testing.T) {
 
 // pointBack does what an outdated kubeadm-config or a hand edit does: the
 // API server's manifest names etcd again, behind QuantyKube's back.
-func (c *cluster) pointBack(t *testing.T) {
+func (c *cluster) pointBack(t *testing.T, written string) {
 	t.Helper()
 	c.mustNode(t, "sed", "-i", "s#--etcd-servers=https://127.0.0.1:2479#--etcd-servers=https://127.0.0.1:2379#",
 		"/etc/kubernetes/manifests/kube-apiserver.yaml")
 	waitFor(t, "the API server on etcd again", 3*time.Minute, func() bool {
-		_, err := c.cs.CoreV1().ConfigMaps("default").Get(context.Background(), "written-on-store", metav1.GetOptions{})
+		_, err := c.cs.CoreV1().ConfigMaps("default").Get(context.Background(), written, metav1.GetOptions{})
 		return err != nil && strings.Contains(err.Error(), "not found") // etcd never had it
 	})
 }
@@ -195,8 +195,9 @@ func TestPointedBackRefused(t *testing.T) {
 	defer c.settle(t)
 	c.mustNode(t, "quantykube", "install", "store")
 	c.serving(t)
-	c.createCM(t, "written-on-store")
-	c.pointBack(t)
+	written := fmt.Sprintf("written-on-store-%d", time.Now().Unix())
+	c.createCM(t, written)
+	c.pointBack(t, written)
 	before := c.storeRev(t)
 
 	for _, args := range [][]string{{"install", "store"}, {"undo", "store"}, {"install", "store", "--verify"}} {
@@ -221,12 +222,14 @@ func TestPointedBackRefused(t *testing.T) {
 	if !c.onStore(t) || !strings.Contains(out, "etcd-before-reattach-") {
 		t.Fatalf("after --reattach: on the store %v; output:\n%s", c.onStore(t), out)
 	}
-	if _, err := c.cs.CoreV1().ConfigMaps("default").Get(context.Background(), "written-on-store", metav1.GetOptions{}); err != nil {
+	if _, err := c.cs.CoreV1().ConfigMaps("default").Get(context.Background(), written, metav1.GetOptions{}); err != nil {
 		t.Fatalf("after --reattach the store's write is not served: %v", err)
 	}
 	c.mustNode(t, "quantykube", "install", "store", "--verify")
 
-	c.pointBack(t)
+	written = fmt.Sprintf("written-on-store-again-%d", time.Now().Unix())
+	c.createCM(t, written)
+	c.pointBack(t, written)
 	out = c.mustNode(t, "quantykube", "undo", "store", "--keep-etcd")
 	t.Logf("undo store --keep-etcd:\n%s", out)
 	if !strings.Contains(out, "set aside in /var/lib/quantykube/store.set-aside-") {

@@ -161,7 +161,7 @@ func (m *Mover) setAsideDo(ctx context.Context) error {
 	if err := os.Rename(m.Paths.DataDir, aside); err != nil {
 		return fmt.Errorf("set the store's data aside: %w", err)
 	}
-	fmt.Fprintf(m.Out, "  the store's data is set aside in %s (restore it with `quantykube store` --data-dir, or delete it)\n", aside)
+	fmt.Fprintf(m.Out, "  the store's data is set aside in %s (serve it again with `quantykube store --data-dir %s`, or delete it)\n", aside, aside)
 	return nil
 }
 
