@@ -104,6 +104,10 @@ type Store struct {
 	// exportMu is read-held by every open Export; Close takes it to wait
 	// for them (they stop early once stopc is closed).
 	exportMu sync.RWMutex
+
+	// ext is the mode (package mirror), its observers and revision waiters
+	// (extension.go, revwait.go).
+	ext extState
 }
 
 // Open opens (or creates) the store in dir. It refuses a directory that holds

@@ -1,0 +1,265 @@
+package mvcc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// Extensions are the store's own replicated writes besides etcd's
+// InternalRaftRequests: a change of the store's mode (package mirror), a
+// notice that every member observes at the same point of the log, and a
+// batch of revisions replayed from another cluster. A replicated member
+// carries them in raft entries of their own encoding (EncodeExtension), so
+// every entry etcd's tools can decode stays etcd's; a single store hands
+// them to its committer. Both paths apply them with writeTxn.applyExtension.
+type Extension struct {
+	Mode   *ModeChange
+	Notice []byte
+	Replay *ReplayBatch
+}
+
+// ModeChange replaces the store's mode record (opaque here; package mirror
+// defines it). It applies only if Epoch is the store's current mode epoch
+// and, when AtRev is set, the store's revision is AtRev: every member
+// decides the same way, so a transition either happens everywhere at the
+// same index or nowhere. An applied change raises the epoch by one.
+type ModeChange struct {
+	Epoch uint64
+	AtRev int64
+	// Record is the new mode record, persisted at m/mode.
+	Record []byte
+	// HoldLeases stops lease expiry while set (the leases belong to the
+	// cluster the store mirrors); it is persisted with the record.
+	HoldLeases bool
+	// RenewLeases gives every lease its full TTL again, from the apply.
+	RenewLeases bool
+}
+
+// ReplayBatch applies consecutive revisions of another cluster, each as one
+// transaction, with the lease grants they need first and the revokes of
+// leases that other cluster no longer has last.
+type ReplayBatch struct {
+	// Grants are granted unless they exist, before the transactions.
+	Grants []LeaseGrant
+	// Txns are applied in order; the first must be at the store's revision
+	// plus one, each next one at the revision after.
+	Txns []ReplayTxn
+	// Revokes are revoked after the transactions, each only if it exists
+	// and has no key attached (a revoke that would delete keys would change
+	// the revision: the other cluster deleted them in revisions of its own).
+	Revokes []int64
+}
+
+// LeaseGrant is a lease granted with a given id and TTL.
+type LeaseGrant struct{ ID, TTL int64 }
+
+// ReplayTxn is one replayed revision: the transaction that, applied at Rev-1,
+// makes Rev.
+type ReplayTxn struct {
+	Rev int64
+	Txn *pb.TxnRequest
+}
+
+// ModeEvent tells a mode observer about an applied mode change (Epoch and
+// Record are the new ones) or notice.
+type ModeEvent struct {
+	Epoch  uint64
+	Record []byte
+	Notice []byte
+}
+
+var (
+	// ErrModeConflict refuses a mode change proposed against an epoch that
+	// is no longer current (another change applied first).
+	ErrModeConflict = errors.New("mvcc: the store's mode changed meanwhile")
+	// ErrRevisionMoved refuses a mode change whose AtRev is not the store's
+	// revision any more.
+	ErrRevisionMoved = errors.New("mvcc: the store's revision moved meanwhile")
+	// ErrReplayOrder refuses a replay batch that does not start right after
+	// the store's revision (a stale or reordered proposal): nothing applied.
+	ErrReplayOrder = errors.New("mvcc: replayed revisions out of order")
+	// ErrReplayDiverged is returned when a replayed transaction does not
+	// find the state the other cluster had before it, or does not make the
+	// revision it had: the two have diverged.
+	ErrReplayDiverged = errors.New("mvcc: replayed revision diverged")
+)
+
+// ExtensionProposer replicates extensions (package replica implements it
+// besides Proposer).
+type ExtensionProposer interface {
+	ProposeExtension(ctx context.Context, x *Extension) (any, error)
+}
+
+// extState is the store's mode and its observers.
+type extState struct {
+	mu         sync.Mutex
+	epoch      uint64
+	record     []byte
+	observers  []func(ModeEvent)
+	holdLeases atomic.Bool
+	revs       revWaiters
+}
+
+var metaMode = []byte("m/mode")
+
+// submitExt applies x through the proposer or the committer.
+func (s *Store) submitExt(ctx context.Context, x *Extension) (any, error) {
+	if p := s.proposer.Load(); p != nil {
+		xp, ok := (*p).(ExtensionProposer)
+		if !ok {
+			return nil, errors.New("mvcc: the proposer cannot replicate the store's own entries")
+		}
+		return xp.ProposeExtension(ctx, x)
+	}
+	return s.write(ctx, func(w *writeTxn) (any, error) { return w.applyExtension(x) })
+}
+
+// ChangeMode applies a mode change (see ModeChange).
+func (s *Store) ChangeMode(ctx context.Context, c *ModeChange) error {
+	_, err := s.submitExt(ctx, &Extension{Mode: c})
+	return err
+}
+
+// Notify makes every member's mode observers see notice, at this point of
+// the log.
+func (s *Store) Notify(ctx context.Context, notice []byte) error {
+	_, err := s.submitExt(ctx, &Extension{Notice: notice})
+	return err
+}
+
+// Replay applies a replay batch and returns the store's revision after it.
+// On an error, the transactions before the failing one are applied (they
+// are consecutive revisions of the other cluster) and the error says which
+// revision failed.
+func (s *Store) Replay(ctx context.Context, b *ReplayBatch) (int64, error) {
+	resp, err := s.submitExt(ctx, &Extension{Replay: b})
+	if err != nil {
+		return 0, err
+	}
+	return resp.(int64), nil
+}
+
+// ObserveMode registers fn for every later mode event and returns the
+// current epoch and record, atomically: no event is missed or seen twice.
+// fn runs after the change is committed, on the applying goroutine: it must
+// not block.
+func (s *Store) ObserveMode(fn func(ModeEvent)) (uint64, []byte) {
+	st := &s.ext
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.observers = append(st.observers, fn)
+	return st.epoch, st.record
+}
+
+// Mode returns the current mode epoch and record.
+func (s *Store) Mode() (uint64, []byte) {
+	s.ext.mu.Lock()
+	defer s.ext.mu.Unlock()
+	return s.ext.epoch, s.ext.record
+}
+
+// LeasesHeld reports whether lease expiry is held by the mode.
+func (s *Store) LeasesHeld() bool { return s.ext.holdLeases.Load() }
+
+func (s *Store) publishMode(ev ModeEvent, hold *bool) {
+	st := &s.ext
+	st.mu.Lock()
+	if ev.Notice == nil {
+		st.epoch, st.record = ev.Epoch, ev.Record
+		if hold != nil {
+			st.holdLeases.Store(*hold)
+		}
+	}
+	obs := append([]func(ModeEvent){}, st.observers...)
+	st.mu.Unlock()
+	for _, fn := range obs {
+		fn(ev)
+	}
+}
+
+// loadMode reads m/mode (at open, and after a state snapshot replaced the
+// data) and tells the observers when it changed.
+func (s *Store) loadMode() error {
+	v, err := s.get(s.db, metaMode)
+	if err != nil {
+		return err
+	}
+	epoch, hold, record, err := decodeModeValue(v)
+	if err != nil {
+		return fmt.Errorf("%w in data dir %s; the data dir is damaged", err, s.dir)
+	}
+	cur, _ := s.Mode()
+	if v == nil && cur == 0 {
+		return nil
+	}
+	s.publishMode(ModeEvent{Epoch: epoch, Record: record}, &hold)
+	return nil
+}
+
+func encodeModeValue(epoch uint64, hold bool, record []byte) []byte {
+	v := putInt64(int64(epoch))
+	if hold {
+		v = append(v, 1)
+	} else {
+		v = append(v, 0)
+	}
+	return append(v, record...)
+}
+
+func decodeModeValue(v []byte) (epoch uint64, hold bool, record []byte, err error) {
+	if v == nil {
+		return 0, false, nil, nil
+	}
+	if len(v) < 9 {
+		return 0, false, nil, fmt.Errorf("malformed %s", metaMode)
+	}
+	e, _ := getInt64(v[:8])
+	return uint64(e), v[8] == 1, append([]byte(nil), v[9:]...), nil
+}
+
+// applyExtension evaluates one extension against the group's batch.
+func (w *writeTxn) applyExtension(x *Extension) (any, error) {
+	switch {
+	case x.Mode != nil:
+		return nil, w.applyMode(x.Mode)
+	case x.Notice != nil:
+		n := x.Notice
+		w.afterCommit = append(w.afterCommit, func() { w.s.publishMode(ModeEvent{Notice: n}, nil) })
+		return nil, nil
+	case x.Replay != nil:
+		return w.applyReplay(x.Replay)
+	}
+	return nil, ErrUnknownRequest
+}
+
+func (w *writeTxn) applyMode(c *ModeChange) error {
+	v, err := w.s.get(w.b, metaMode) // the batch: sees earlier changes of the group
+	if err != nil {
+		return err
+	}
+	epoch, _, _, err := decodeModeValue(v)
+	if err != nil {
+		return err
+	}
+	if c.Epoch != epoch {
+		return ErrModeConflict
+	}
+	if c.AtRev != 0 && c.AtRev != w.currentRev() {
+		return fmt.Errorf("%w: at %d, not %d", ErrRevisionMoved, w.currentRev(), c.AtRev)
+	}
+	next, hold, record := epoch+1, c.HoldLeases, append([]byte(nil), c.Record...)
+	_ = w.b.Set(metaMode, encodeModeValue(next, hold, record), nil)
+	renew := c.RenewLeases
+	w.afterCommit = append(w.afterCommit, func() {
+		w.s.publishMode(ModeEvent{Epoch: next, Record: record}, &hold)
+		if renew {
+			w.s.PromoteLeases(0)
+		}
+	})
+	return nil
+}
