@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/quantyroot/quantykube/internal/store/etcdapi"
+	"github.com/quantyroot/quantykube/internal/store/mirror"
+	mirrorapi "github.com/quantyroot/quantykube/internal/store/mirror/api"
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
 	"github.com/quantyroot/quantykube/internal/store/replica"
 	"github.com/quantyroot/quantykube/internal/store/snapshot"
@@ -75,12 +77,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	mctl := mirror.New(st, mirrorMember(rep), log)
+	apiCfg.Mirror = mctl
+	mctx, stopMirror := context.WithCancel(ctx)
+	mirrorDone := make(chan struct{})
+	go func() { defer close(mirrorDone); mctl.Run(mctx) }()
 	api := etcdapi.New(st, apiCfg)
 	metrics := newMetrics(st)
 	gsTLS, gsPlain := newGRPCServers(cfg, tlsCfg, metrics)
 	hs := health.NewServer()
 	for _, g := range []*grpc.Server{gsTLS, gsPlain} {
 		api.Register(g)
+		mirrorapi.Register(g, mctl)
 		healthpb.RegisterHealthServer(g, hs)
 	}
 
@@ -104,6 +112,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		_ = h.Close()
 	}
 	stopGRPC(gsTLS, gsPlain)
+	stopMirror()
+	<-mirrorDone
+	mctl.Stop()
 	if rep != nil {
 		rep.Stop() // before the store closes
 	}
@@ -128,6 +139,14 @@ func startMember(cfg *Config, apiCfg *etcdapi.Config, st *mvcc.Store, advertise 
 	st.SetProposer(rep)
 	apiCfg.Cluster = member{rep}
 	return rep, rep.Done(), nil
+}
+
+// mirrorMember is the replication the mirror controller runs on.
+func mirrorMember(rep *replica.Replica) mirror.Member {
+	if rep == nil {
+		return mirror.Single{MemberID: 1}
+	}
+	return rep
 }
 
 // serveClients serves the etcd API on the client listeners.

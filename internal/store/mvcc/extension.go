@@ -195,6 +195,7 @@ func (s *Store) loadMode() error {
 	}
 	cur, _ := s.Mode()
 	if v == nil && cur == 0 {
+		s.ext.holdLeases.Store(s.opts.HoldLeases)
 		return nil
 	}
 	s.publishMode(ModeEvent{Epoch: epoch, Record: record}, &hold)

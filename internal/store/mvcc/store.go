@@ -41,6 +41,9 @@ type Options struct {
 	// not synced: the raft WAL is the durable log, and a restart replays it
 	// from the applied index kept in the same batches (m/applied).
 	Replicated bool
+	// HoldLeases opens a store without a mode record with lease expiry held
+	// (a restored snapshot about to become a mirror: package mirror).
+	HoldLeases bool
 }
 
 func (o *Options) withDefaults() {
