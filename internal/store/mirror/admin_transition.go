@@ -52,6 +52,9 @@ func (c *Controller) transition(ctx context.Context, r *api.TransitionRequest, o
 	case st.rec.Failed != "":
 		return nil, refuse("the replay failed (%s); a %s cannot finish: roll back", st.rec.Failed, op)
 	}
+	if err := c.waitClose(ctx, st); err != nil {
+		return nil, err
+	}
 	next := st.rec
 	next.Hold = &api.Hold{ID: holdID(), Op: op, Timeout: timeout, Started: time.Now().UTC()}
 	err := c.st.ChangeMode(ctx, &mvcc.ModeChange{Epoch: st.epoch, Record: next.encode(), HoldLeases: next.holdsLeases()})
@@ -90,4 +93,42 @@ func holdID() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+const (
+	// maxHoldLag is how far behind the replay may be when writes are held:
+	// the pause is the time to replay what is left.
+	maxHoldLag = 100
+	// catchUpTimeout bounds the wait for the replay to come that close.
+	catchUpTimeout = 30 * time.Second
+)
+
+// waitClose waits, without holding anything, until the replay is at most
+// maxHoldLag revisions behind.
+func (c *Controller) waitClose(ctx context.Context, st *memberState) error {
+	role := map[api.Mode]string{api.Mirror: "source", api.ReplayingTo: "target"}[st.rec.Mode]
+	cli, err := c.client(*st.rec.Peer, role)
+	if err != nil {
+		return invalid(err)
+	}
+	deadline := time.Now().Add(catchUpTimeout)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		peer, err := etcdRev(pctx, cli)
+		cancel()
+		lag := peer - c.st.Rev()
+		if st.rec.Mode == api.ReplayingTo {
+			lag = -lag
+		}
+		if err == nil && lag <= maxHoldLag {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if err != nil {
+				return status.Errorf(codes.Unavailable, "cannot read the %s's revision (%v); fix the connection and run the command again", role, err)
+			}
+			return refuse("the replay is %d revisions behind and did not come within %d in %v: the %s is written faster than the replay applies; run the command again when writes slow down", lag, maxHoldLag, catchUpTimeout, map[string]string{"source": "source", "target": "store"}[role])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -132,6 +132,7 @@ func writeLoop(t *testing.T, cli *clientv3.Client, prefix string) func() int {
 				acked[k] = r.Header.Revision
 				mu.Unlock()
 			}
+			time.Sleep(time.Millisecond) // a rate the replay into etcd keeps up with
 		}
 	}()
 	return func() int {

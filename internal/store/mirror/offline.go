@@ -38,5 +38,6 @@ func StartOffline(ctx context.Context, dataDir string, r *api.StartRequest, log 
 	if err != nil {
 		return nil, errors.New(statusMessage(err))
 	}
+	s.Member, s.Leader, s.IsLeader, s.Replayer = "offline", "", false, nil
 	return s, nil
 }

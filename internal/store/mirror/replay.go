@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -181,7 +182,9 @@ func (r *Replayer) begin(ctx context.Context) (*replayState, error) {
 	r.noteSource(src)
 	switch {
 	case at < r.Since:
-		return nil, diverged("%s is at revision %d, below %d where the replay began", r.Target.Name(), at, r.Since)
+		// Not restored yet (or an old member still answers): never written
+		// to before its state is checked, so waiting is safe.
+		return nil, fmt.Errorf("%s is at revision %d, below %d where the replay begins: waiting for it to be restored from the snapshot taken there", r.Target.Name(), at, r.Since)
 	case at > src:
 		return nil, diverged("%s is at revision %d, ahead of %s at %d", r.Target.Name(), at, r.Source.Name(), src)
 	}
