@@ -31,6 +31,8 @@ type Mover struct {
 	NodeName string
 	// ReadyTimeout bounds the wait for the node after the kubelet starts.
 	ReadyTimeout time.Duration
+	// Faults injects failures for tests (install.FaultsFromEnv); nil in production.
+	Faults install.Faults
 	// NoPrepull skips copying the pods' images into quantykube runtime
 	// before the kubelet stops: the pods pull them when they restart, so
 	// they are only as fast as the node's registry (and fail to start
@@ -68,7 +70,7 @@ func (m *Mover) client() (*kubernetes.Clientset, error) {
 func (m *Mover) subject() *install.Subject {
 	j, _ := install.OpenJournal(m.Paths.journal())
 	return &install.Subject{
-		Name: "runtime", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out,
+		Name: "runtime", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out, Faults: m.Faults,
 		Plan: func(op string) *install.Plan {
 			if op == "undo" {
 				return m.undoPlan()

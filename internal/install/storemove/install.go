@@ -29,6 +29,8 @@ type Mover struct {
 	NodeName string
 	// ReadyTimeout bounds the wait for the API server after a switch.
 	ReadyTimeout time.Duration
+	// Faults injects failures for tests (install.FaultsFromEnv); nil in production.
+	Faults install.Faults
 
 	// state carried between the steps of one run
 	manifest   []byte // the original (etcd) manifest
@@ -59,7 +61,7 @@ func (m *Mover) defaults() {
 func (m *Mover) subject() *install.Subject {
 	j, _ := install.OpenJournal(m.Paths.journal())
 	return &install.Subject{
-		Name: "store", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out,
+		Name: "store", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out, Faults: m.Faults,
 		Plan: func(op string) *install.Plan {
 			switch op {
 			case install.OpUndo:
