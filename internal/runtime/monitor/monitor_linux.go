@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -88,7 +89,7 @@ func Run(o Options) error {
 	go func() { outputs.Wait(); close(drained) }()
 	select {
 	case <-drained:
-	case <-time.After(2 * time.Second):
+	case <-time.After(outputDrainTimeout):
 	}
 	m.sink.Swap(nil)
 	if m.log != nil {
@@ -119,19 +120,17 @@ func (m *mon) create() (int, *sync.WaitGroup, error) {
 	return pid, outputs, err
 }
 
+// consoleTimeout bounds runc's handing over a container's terminal after create.
+const consoleTimeout = 10 * time.Second
+
+// outputDrainTimeout bounds copying the output still buffered after the container exited.
+const outputDrainTimeout = 2 * time.Second
+
 func (m *mon) runCreate() (int, *sync.WaitGroup, error) {
 	o := m.o
 	m.sink = criolog.NewSink(nil)
-	if o.LogPath != "" {
-		if err := os.MkdirAll(filepath.Dir(o.LogPath), 0o755); err != nil {
-			return 0, nil, fmt.Errorf("create log directory: %w", err)
-		}
-		f, err := os.OpenFile(o.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-		if err != nil {
-			return 0, nil, fmt.Errorf("open container log %s: %w", o.LogPath, err)
-		}
-		m.log = f
-		m.sink.Swap(f)
+	if err := m.openLog(); err != nil {
+		return 0, nil, err
 	}
 	r := runc.Runc{Path: o.Runc, Root: o.RuncRoot}
 	pidFile := filepath.Join(o.Dir, PidFileName)
@@ -148,49 +147,21 @@ func (m *mon) runCreate() (int, *sync.WaitGroup, error) {
 	cmd := r.Command(context.Background())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
 	if o.Terminal {
-		cons, err = console.Listen(filepath.Join(o.Dir, consoleName))
-		if err != nil {
+		if cons, err = console.Listen(filepath.Join(o.Dir, consoleName)); err != nil {
 			return 0, nil, err
 		}
 		defer cons.Close()
 		args = append(args, "--console-socket", cons.Path)
-	} else {
-		if o.Stdin {
-			pr, pw, err := os.Pipe()
-			if err != nil {
-				return 0, nil, fmt.Errorf("stdin pipe: %w", err)
-			}
-			cmd.Stdin = pr
-			childEnds = append(childEnds, pr)
-			m.stdin = pw
-		}
-		for _, s := range []struct {
-			name string
-			typ  byte
-			dst  *io.Writer
-		}{{"stdout", attach.Stdout, &cmd.Stdout}, {"stderr", attach.Stderr, &cmd.Stderr}} {
-			pr, pw, err := os.Pipe()
-			if err != nil {
-				return 0, nil, fmt.Errorf("%s pipe: %w", s.name, err)
-			}
-			*s.dst = pw
-			childEnds = append(childEnds, pw)
-			outputs.Add(1)
-			go func(name string, typ byte, r io.Reader) {
-				defer outputs.Done()
-				m.copyOut(name, typ, r)
-			}(s.name, s.typ, pr)
-		}
+	} else if childEnds, err = m.pipeStdio(cmd, &outputs); err != nil {
+		return 0, nil, err
 	}
 	cmd.Args = append(cmd.Args, append(args, o.ID)...)
 	if err := cmd.Start(); err != nil {
 		return 0, nil, fmt.Errorf("start runc create: %w", err)
 	}
-	var master *os.File
-	var accErr error
-	accepted := make(chan struct{})
+	var term <-chan accepted
 	if cons != nil {
-		go func() { master, accErr = cons.Accept(); close(accepted) }()
+		term = acceptAsync(cons)
 	}
 	waitErr := cmd.Wait()
 	for _, f := range childEnds {
@@ -199,34 +170,114 @@ func (m *mon) runCreate() (int, *sync.WaitGroup, error) {
 	if waitErr != nil {
 		return 0, nil, fmt.Errorf("runc create: %s", runcError(filepath.Join(o.Dir, runcLogName), waitErr))
 	}
-	if cons != nil {
-		select {
-		case <-accepted:
-		case <-time.After(10 * time.Second):
-			accErr = errors.New("runc sent no terminal within 10s")
+	if term != nil {
+		if err := m.takeTerminal(term, &outputs); err != nil {
+			return 0, nil, err
 		}
-		if accErr != nil {
-			return 0, nil, accErr
-		}
-		m.pty = master
-		if o.Stdin {
-			m.stdin = master
-		}
-		outputs.Add(1)
-		go func() {
-			defer outputs.Done()
-			m.copyOut("stdout", attach.Stdout, master)
-		}()
 	}
+	pid, err := readPid(pidFile)
+	if err != nil {
+		return 0, nil, err
+	}
+	return pid, &outputs, nil
+}
+
+// openLog opens the CRI log (none when LogPath is empty) as the sink's file.
+func (m *mon) openLog() error {
+	if m.o.LogPath == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(m.o.LogPath), 0o755); err != nil {
+		return fmt.Errorf("create log directory: %w", err)
+	}
+	f, err := os.OpenFile(m.o.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return fmt.Errorf("open container log %s: %w", m.o.LogPath, err)
+	}
+	m.log = f
+	m.sink.Swap(f)
+	return nil
+}
+
+// pipeStdio gives cmd pipes for stdin (when the container has one), stdout and stderr,
+// and copies the output ends into the log and to attached clients. It returns the child's
+// ends, to close once runc create has passed them on.
+func (m *mon) pipeStdio(cmd *exec.Cmd, outputs *sync.WaitGroup) ([]*os.File, error) {
+	var childEnds []*os.File
+	if m.o.Stdin {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return childEnds, fmt.Errorf("stdin pipe: %w", err)
+		}
+		cmd.Stdin = pr
+		childEnds = append(childEnds, pr)
+		m.stdin = pw
+	}
+	for _, s := range []struct {
+		name string
+		typ  byte
+		dst  *io.Writer
+	}{{"stdout", attach.Stdout, &cmd.Stdout}, {"stderr", attach.Stderr, &cmd.Stderr}} {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return childEnds, fmt.Errorf("%s pipe: %w", s.name, err)
+		}
+		*s.dst = pw
+		childEnds = append(childEnds, pw)
+		outputs.Add(1)
+		go func(name string, typ byte, r io.Reader) {
+			defer outputs.Done()
+			m.copyOut(name, typ, r)
+		}(s.name, s.typ, pr)
+	}
+	return childEnds, nil
+}
+
+type accepted struct {
+	f   *os.File
+	err error
+}
+
+// acceptAsync accepts the terminal runc sends on cons.
+func acceptAsync(cons *console.Listener) <-chan accepted {
+	ch := make(chan accepted, 1)
+	go func() { f, err := cons.Accept(); ch <- accepted{f, err} }()
+	return ch
+}
+
+// takeTerminal waits for the terminal's master and copies its output.
+func (m *mon) takeTerminal(term <-chan accepted, outputs *sync.WaitGroup) error {
+	var a accepted
+	select {
+	case a = <-term:
+	case <-time.After(consoleTimeout):
+		a.err = errors.New("runc sent no terminal within 10s")
+	}
+	if a.err != nil {
+		return a.err
+	}
+	m.pty = a.f
+	if m.o.Stdin {
+		m.stdin = a.f
+	}
+	outputs.Add(1)
+	go func() {
+		defer outputs.Done()
+		m.copyOut("stdout", attach.Stdout, a.f)
+	}()
+	return nil
+}
+
+func readPid(pidFile string) (int, error) {
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
-		return 0, nil, fmt.Errorf("read runc pid file: %w", err)
+		return 0, fmt.Errorf("read runc pid file: %w", err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return 0, nil, fmt.Errorf("parse runc pid file %q: %w", b, err)
+		return 0, fmt.Errorf("parse runc pid file %q: %w", b, err)
 	}
-	return pid, &outputs, nil
+	return pid, nil
 }
 
 // runcError returns the last error message runc logged, or fallback's text.
