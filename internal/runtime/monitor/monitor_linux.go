@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -251,7 +250,7 @@ func (m *mon) takeTerminal(term <-chan accepted, outputs *sync.WaitGroup) error 
 	select {
 	case a = <-term:
 	case <-time.After(consoleTimeout):
-		a.err = errors.New("runc sent no terminal within 10s")
+		a.err = fmt.Errorf("runc sent no terminal within %s", consoleTimeout)
 	}
 	if a.err != nil {
 		return a.err
@@ -318,11 +317,14 @@ func (m *mon) copyOut(name string, typ byte, r io.Reader) {
 	}
 }
 
+// clientWriteTimeout bounds a write to an attached client; a slower client is dropped.
+const clientWriteTimeout = 5 * time.Second
+
 func (m *mon) broadcast(typ byte, data []byte) {
 	m.clientsMu.Lock()
 	defer m.clientsMu.Unlock()
 	for c := range m.clients {
-		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		c.SetWriteDeadline(time.Now().Add(clientWriteTimeout))
 		if err := attach.WriteFrame(c, typ, data); err != nil {
 			c.Close()
 			delete(m.clients, c)
