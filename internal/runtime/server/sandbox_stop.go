@@ -7,9 +7,8 @@ import (
 	"syscall"
 	"time"
 
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"k8s.io/apimachinery/pkg/util/wait"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/quantyroot/quantykube/internal/runtime/monitor"
 	"github.com/quantyroot/quantykube/internal/runtime/runc"
