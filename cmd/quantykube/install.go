@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/quantyroot/quantykube/internal/install"
 	"github.com/quantyroot/quantykube/internal/install/runtimemove"
 	"github.com/quantyroot/quantykube/internal/install/storemove"
 )
@@ -40,7 +41,7 @@ type mover interface {
 // newMoveCommand builds `install SUBJECT` or `undo SUBJECT`: the flags every
 // subject has (--dry-run, --log-level), the subject's own (addFlags), and
 // the mover made once the flags are parsed.
-func newMoveCommand(use, short string, undo bool, addFlags func(*pflag.FlagSet), newMover func(*slog.Logger, io.Writer) mover) *cobra.Command {
+func newMoveCommand(use, short string, undo bool, addFlags func(*pflag.FlagSet), newMover func(*slog.Logger, io.Writer, install.Faults) mover) *cobra.Command {
 	var dryRun bool
 	var logLevel string
 	cmd := &cobra.Command{
@@ -52,7 +53,11 @@ func newMoveCommand(use, short string, undo bool, addFlags func(*pflag.FlagSet),
 			if err != nil {
 				return err
 			}
-			m := newMover(log, cmd.OutOrStdout())
+			faults, err := install.FaultsFromEnv(log)
+			if err != nil {
+				return err
+			}
+			m := newMover(log, cmd.OutOrStdout(), faults)
 			if undo {
 				return m.Undo(cmd.Context(), dryRun)
 			}
@@ -116,8 +121,8 @@ func newStoreMoveCommand(undo bool) *cobra.Command {
 			f.BoolVar(&modes.reattach, "reattach", false, "the API server was pointed back at etcd behind QuantyKube's back: put it on the store again (etcd's writes since are dropped, saved to a snapshot file first)")
 			f.BoolVar(&modes.verify, "verify", false, "only check that the state the journal records still holds (exit 1 with what happened and what to do if not); change nothing")
 		}
-	}, func(log *slog.Logger, out io.Writer) mover {
-		modes.Mover = &storemove.Mover{Paths: p, Log: log, Out: out, NodeName: name}
+	}, func(log *slog.Logger, out io.Writer, faults install.Faults) mover {
+		modes.Mover = &storemove.Mover{Paths: p, Log: log, Out: out, NodeName: name, Faults: faults}
 		return modes
 	})
 }
@@ -156,7 +161,7 @@ func newRuntimeMoveCommand(undo bool) *cobra.Command {
 			f.BoolVar(&preflightOnly, "preflight", false, "only run the checks that hold before the node is drained; change nothing (the operator asks this before it cordons the node)")
 			f.BoolVar(&noPrepull, "no-prepull", false, "do not copy the pods' images into quantykube runtime first: the static and DaemonSet pods pull them when they restart (for nodes with a nearby registry or mirror; their restart then includes the pull)")
 		}
-	}, func(log *slog.Logger, out io.Writer) mover {
-		return runtimeMover{&runtimemove.Mover{Paths: p, Log: log, Out: out, NodeName: name, NoPrepull: noPrepull}, preflightOnly}
+	}, func(log *slog.Logger, out io.Writer, faults install.Faults) mover {
+		return runtimeMover{&runtimemove.Mover{Paths: p, Log: log, Out: out, NodeName: name, NoPrepull: noPrepull, Faults: faults}, preflightOnly}
 	})
 }

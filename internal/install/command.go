@@ -33,6 +33,8 @@ type Subject struct {
 	// back). Execute calls it before it trusts a finished journal; an error
 	// is a refusal that names what happened and what to do. Optional.
 	Stands func(ctx context.Context) error
+	// Faults injects failures for tests (see Faults); nil in production.
+	Faults Faults
 }
 
 // Execute runs op (one of the Op* constants) the same way for every subject: it
@@ -44,7 +46,7 @@ func (s *Subject) Execute(ctx context.Context, op string) (bool, error) {
 	if os.Geteuid() != 0 {
 		return false, fmt.Errorf("%s %s must run as root on the node (try sudo)", op, s.Name)
 	}
-	r := &Runner{Journal: s.Journal, Log: s.Log, Out: s.Out}
+	r := &Runner{Journal: s.Journal, Log: s.Log, Out: s.Out, Faults: s.Faults}
 	st, err := s.Journal.State()
 	if err != nil {
 		return false, err

@@ -1,10 +1,11 @@
 package install
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -63,7 +64,9 @@ func OpenJournal(path string) (*Journal, error) {
 // Path is the journal's file.
 func (j *Journal) Path() string { return j.path }
 
-// Append writes r and fsyncs it before returning.
+// Append writes r and fsyncs it before returning. A torn last line (a
+// crash in the middle of an earlier Append) is cut off first: it never
+// counted, and a line written after it must not be glued to it.
 func (j *Journal) Append(r Record) error {
 	if r.Time.IsZero() {
 		r.Time = time.Now().UTC()
@@ -75,12 +78,16 @@ func (j *Journal) Append(r Record) error {
 	if err := os.MkdirAll(filepath.Dir(j.path), 0o700); err != nil {
 		return fmt.Errorf("create journal directory: %w", err)
 	}
-	f, err := os.OpenFile(j.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("open journal %s: %w", j.path, err)
 	}
 	defer f.Close()
-	if _, err := f.Write(append(line, '\n')); err != nil {
+	end, err := cutTornTail(f)
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", j.path, err)
+	}
+	if _, err := f.WriteAt(append(line, '\n'), end); err != nil {
 		return fmt.Errorf("write journal %s: %w", j.path, err)
 	}
 	if err := f.Sync(); err != nil {
@@ -89,28 +96,45 @@ func (j *Journal) Append(r Record) error {
 	return nil
 }
 
-// Records reads every record. A torn last line (a crash mid-write) is
-// ignored: its step was never recorded as begun.
+// cutTornTail truncates f after its last newline and returns its new size.
+func cutTornTail(f *os.File) (int64, error) {
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return 0, err
+	}
+	end := int64(bytes.LastIndexByte(data, '\n') + 1)
+	if end == int64(len(data)) {
+		return end, nil
+	}
+	if err := f.Truncate(end); err != nil {
+		return 0, fmt.Errorf("cut its torn last line: %w", err)
+	}
+	return end, nil
+}
+
+// Records reads every record. A torn last line (no newline: a crash
+// mid-write) is ignored: its step was never recorded as begun. Any other
+// line that does not parse is an error: the journal cannot be trusted to
+// say what was done, so nothing may act on it.
 func (j *Journal) Records() ([]Record, error) {
-	f, err := os.Open(j.path)
+	data, err := os.ReadFile(j.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open journal %s: %w", j.path, err)
+		return nil, fmt.Errorf("read journal %s: %w", j.path, err)
 	}
-	defer f.Close()
-	var out []Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	lines := bytes.Split(data, []byte{'\n'})
+	lines = lines[:len(lines)-1] // the torn tail, or "" after the last newline
+	out := make([]Record, 0, len(lines))
+	for i, l := range lines {
 		var r Record
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			continue
+		if err := json.Unmarshal(l, &r); err != nil {
+			return nil, fmt.Errorf("journal %s line %d is corrupt (%v): nothing is done on a journal that cannot be read; look at it, then move it aside if the host is as you expect", j.path, i+1, err)
 		}
 		out = append(out, r)
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // State summarises the journal: the last run, and whether it finished.

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -45,15 +43,9 @@ type Runner struct {
 	Log     *slog.Logger
 	// Out receives one human-readable line per step (may be nil).
 	Out io.Writer
+	// Faults injects failures for tests; nil in production.
+	Faults Faults
 }
-
-// Fault injection for tests: QK_INSTALL_FAIL=<op>:<step> makes the step
-// fail after its Do ran; QK_INSTALL_KILL=<op>:<step>:<begin|end> kills the
-// process with SIGKILL right after the journal records that event.
-const (
-	envFail = "QK_INSTALL_FAIL"
-	envKill = "QK_INSTALL_KILL"
-)
 
 func (r *Runner) say(format string, args ...any) {
 	if r.Out != nil {
@@ -65,10 +57,8 @@ func (r *Runner) record(op, event, step, detail string) error {
 	if err := r.Journal.Append(Record{Op: op, Event: event, Step: step, Detail: detail}); err != nil {
 		return err
 	}
-	if v := os.Getenv(envKill); v != "" && v == op+":"+step+":"+event {
-		r.Log.Warn("fault injection: killing myself", "op", op, "step", step, "event", event)
-		syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {}
+	if r.Faults != nil {
+		r.Faults.AfterRecord(op, step, event)
 	}
 	return nil
 }
@@ -103,11 +93,13 @@ func (r *Runner) forward(ctx context.Context, p *Plan, from int, begun []int) er
 		start := time.Now()
 		r.say("[%s %d/%d] %s ...", p.Op, i+1, len(p.Steps), s.Name)
 		err := s.Do(ctx)
-		if err == nil && os.Getenv(envFail) == p.Op+":"+s.Name {
-			err = errors.New("fault injected by " + envFail)
+		if err == nil && r.Faults != nil {
+			err = r.Faults.AfterDo(p.Op, s.Name)
 		}
 		if err != nil {
-			_ = r.record(p.Op, EventFail, s.Name, err.Error())
+			if jErr := r.record(p.Op, EventFail, s.Name, err.Error()); jErr != nil {
+				r.Log.Error("journal the failure", "op", p.Op, "step", s.Name, "err", jErr)
+			}
 			r.say("[%s %d/%d] %s FAILED: %v", p.Op, i+1, len(p.Steps), s.Name, err)
 			if committed {
 				// The new state already serves: finish forward, never back.

@@ -1,4 +1,5 @@
-# lib.sh — shared harness of scripts/critest.sh and scripts/critest/restart.sh (sourced).
+# lib.sh — shared harness of scripts/critest.sh and scripts/critest/bench.sh (sourced); test/runtime
+# (restart.sh, kubelet.sh) does the same steps in Go (test/runtime/env_test.go, host_test.go).
 #
 # qk_setup        build tools and stand-ins, start the stand-in registry, write the runtime config
 # qk_start_rt     start `quantykube runtime` in the background (RT_PID) and wait for its socket

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -146,23 +147,16 @@ func readyOn(ctx context.Context, cs *kubernetes.Clientset, node, runtime string
 
 // waitReadyOn waits up to timeout for readyOn.
 func waitReadyOn(ctx context.Context, cs *kubernetes.Clientset, node, runtime string, since time.Time, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
 	why := ""
-	for {
-		var ok bool
+	err := wait.PollUntilContextTimeout(ctx, apiRetry, timeout, true, func(ctx context.Context) (bool, error) {
 		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		var ok bool
 		ok, why = readyOn(qctx, cs, node, runtime, since)
-		cancel()
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s not Ready on %s with its static pods within %v: %s (see journalctl -u kubelet)", node, runtime, timeout, why)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+		return ok, nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("node %s not Ready on %s with its static pods within %v: %s (see journalctl -u kubelet)", node, runtime, timeout, why)
 	}
+	return err
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/quantyroot/quantykube/internal/install"
@@ -31,6 +32,8 @@ type Mover struct {
 	NodeName string
 	// ReadyTimeout bounds the wait for the node after the kubelet starts.
 	ReadyTimeout time.Duration
+	// Faults injects failures for tests (install.FaultsFromEnv); nil in production.
+	Faults install.Faults
 	// NoPrepull skips copying the pods' images into quantykube runtime
 	// before the kubelet stops: the pods pull them when they restart, so
 	// they are only as fast as the node's registry (and fail to start
@@ -68,7 +71,7 @@ func (m *Mover) client() (*kubernetes.Clientset, error) {
 func (m *Mover) subject() *install.Subject {
 	j, _ := install.OpenJournal(m.Paths.journal())
 	return &install.Subject{
-		Name: "runtime", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out,
+		Name: "runtime", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out, Faults: m.Faults,
 		Plan: func(op string) *install.Plan {
 			if op == "undo" {
 				return m.undoPlan()
@@ -191,24 +194,33 @@ func (m *Mover) runtimeUnit() systemd.Unit {
 	return systemd.Unit{Name: UnitName, Content: rtcli.SystemdUnit(m.Paths.Binary, m.Paths.RuntimeConfig)}
 }
 
+// A started runtime unit answers the CRI within runtimeAnswerTimeout; polled
+// every runtimePoll. An API call the move needs is retried every apiRetry.
+const (
+	runtimeAnswerTimeout = 30 * time.Second
+	runtimePoll          = 300 * time.Millisecond
+	apiRetry             = time.Second
+)
+
 func (m *Mover) startRuntimeDo(ctx context.Context) error {
 	if err := systemd.Install(ctx, m.runtimeUnit()); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, runtimePoll, runtimeAnswerTimeout, true, func(ctx context.Context) (bool, error) {
 		name, err := runtimeName(ctx, m.meta.NewEndpoint)
-		if err == nil {
-			if name != RuntimeName {
-				return fmt.Errorf("%s answers as %q, not %s", m.meta.NewEndpoint, name, RuntimeName)
-			}
-			return nil
+		if last = err; err != nil {
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("quantykube runtime did not answer on %s within 30 s: %w (see journalctl -u %s)", m.meta.NewEndpoint, err, UnitName)
+		if name != RuntimeName {
+			return false, fmt.Errorf("%s answers as %q, not %s", m.meta.NewEndpoint, name, RuntimeName)
 		}
-		time.Sleep(300 * time.Millisecond)
+		return true, nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("quantykube runtime did not answer on %s within %v: %w (see journalctl -u %s)", m.meta.NewEndpoint, runtimeAnswerTimeout, last, UnitName)
 	}
+	return err
 }
 
 // removeRuntime stops, disables and removes the runtime's unit; the pods it
@@ -396,16 +408,13 @@ func (m *Mover) startKubelet(ctx context.Context, runtime string) error {
 }
 
 func retryFor(ctx context.Context, d time.Duration, f func() error) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, apiRetry, d, true, func(context.Context) (bool, error) {
+		last = f()
+		return last == nil, nil
+	})
+	if wait.Interrupted(err) && last != nil {
+		return last
 	}
+	return err
 }

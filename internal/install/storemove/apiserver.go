@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/quantyroot/quantykube/internal/install/staticpod"
@@ -45,20 +47,25 @@ func apiserverReady(ctx context.Context, port string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// Waits for the API server. apiserverPoll is fine enough to measure its
+// downtime; apiserverStopGrace is how long it may linger on SIGTERM before
+// its container is stopped through the CRI; apiserverStopTimeout bounds the
+// whole stop.
+const (
+	apiserverPoll        = 100 * time.Millisecond
+	apiserverStopGrace   = 3 * time.Second
+	apiserverStopTimeout = 90 * time.Second
+)
+
 // waitReady waits until the API server answers /readyz.
 func waitReady(ctx context.Context, port string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for !apiserverReady(ctx, port) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the API server did not become ready on :%s within %v", port, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := wait.PollUntilContextTimeout(ctx, apiserverPoll, timeout, true, func(ctx context.Context) (bool, error) {
+		return apiserverReady(ctx, port), nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("the API server did not become ready on :%s within %v", port, timeout)
 	}
-	return nil
+	return err
 }
 
 // criEndpoint is the kubelet's container runtime endpoint.
@@ -113,11 +120,17 @@ func removeAPIServerSandboxes(ctx context.Context, rt runtimeapi.RuntimeServiceC
 		LabelSelector: map[string]string{"component": "kube-apiserver", "io.kubernetes.pod.namespace": "kube-system"},
 	}})
 	if err != nil {
+		slog.Debug("list the old API server sandboxes", "err", err)
 		return
 	}
 	for _, sb := range resp.Items {
-		_, _ = rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id})
-		_, _ = rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id})
+		// Best effort: kubelet cleans the sandbox up itself, only slower.
+		if _, err := rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			slog.Debug("stop the old API server sandbox", "id", sb.Id, "err", err)
+		}
+		if _, err := rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
+			slog.Debug("remove the old API server sandbox", "id", sb.Id, "err", err)
+		}
 	}
 }
 
@@ -145,35 +158,33 @@ func (p Paths) stopAPIServer(ctx context.Context, saveTo string, port string) er
 	}
 	start := time.Now()
 	endpoint := p.criEndpoint()
-	for {
+	err = wait.PollUntilContextTimeout(ctx, apiserverPoll, apiserverStopTimeout, true, func(ctx context.Context) (bool, error) {
 		ready := apiserverReady(ctx, port)
 		rt, ids, done, err := runningAPIServers(ctx, endpoint)
 		if err != nil {
-			return err
+			return false, err
 		}
+		defer done()
 		if !ready && len(ids) == 0 {
 			// kubelet starts a changed static pod of the same name only once
 			// the old pod is cleaned up, which it takes ~14 s to do by
 			// itself; removing the stopped sandbox now cuts that to ~1 s.
 			removeAPIServerSandboxes(ctx, rt)
-			done()
-			return nil
+			return true, nil
 		}
-		if time.Since(start) > 3*time.Second {
+		if time.Since(start) > apiserverStopGrace {
 			for _, id := range ids {
-				_, _ = rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1})
+				if _, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
+					slog.Debug("stop the API server container through the CRI", "id", id, "err", err)
+				}
 			}
 		}
-		done()
-		if time.Since(start) > 90*time.Second {
-			return errors.New("the API server is still running 90 s after its manifest was removed")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("the API server is still running %v after its manifest was removed", apiserverStopTimeout)
 	}
+	return err
 }
 
 // startAPIServer puts manifest into kubelet's directory atomically and waits

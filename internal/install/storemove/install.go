@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quantyroot/quantykube/internal/install"
 	"github.com/quantyroot/quantykube/internal/install/staticpod"
@@ -29,6 +30,8 @@ type Mover struct {
 	NodeName string
 	// ReadyTimeout bounds the wait for the API server after a switch.
 	ReadyTimeout time.Duration
+	// Faults injects failures for tests (install.FaultsFromEnv); nil in production.
+	Faults install.Faults
 
 	// state carried between the steps of one run
 	manifest   []byte // the original (etcd) manifest
@@ -59,7 +62,7 @@ func (m *Mover) defaults() {
 func (m *Mover) subject() *install.Subject {
 	j, _ := install.OpenJournal(m.Paths.journal())
 	return &install.Subject{
-		Name: "store", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out,
+		Name: "store", Journal: j, LockPath: m.Paths.lockFile(), Log: m.Log, Out: m.Out, Faults: m.Faults,
 		Plan: func(op string) *install.Plan {
 			switch op {
 			case install.OpUndo:
@@ -290,28 +293,36 @@ func (m *Mover) startStoreDo(ctx context.Context) error {
 }
 
 // waitStore waits until the store's unit answers (at m.finalRev when set).
+// A started store unit answers within storeAnswerTimeout (it opens its data
+// dir and listens); polled every storePoll.
+const (
+	storeAnswerTimeout = 30 * time.Second
+	storePoll          = 200 * time.Millisecond
+)
+
 func (m *Mover) waitStore(ctx context.Context) error {
 	cli, err := m.Paths.dial(StoreURL)
 	if err != nil {
 		return err
 	}
 	defer cli.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, storePoll, storeAnswerTimeout, true, func(ctx context.Context) (bool, error) {
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
 		resp, err := cli.Get(sctx, "health")
-		cancel()
-		if err == nil {
-			if m.finalRev != 0 && resp.Header.Revision != m.finalRev {
-				return fmt.Errorf("the store started at revision %d, want %d", resp.Header.Revision, m.finalRev)
-			}
-			return nil
+		if last = err; err != nil {
+			return false, nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the store unit did not answer on %s within 30 s: %w (see journalctl -u %s)", StoreURL, err, UnitName)
+		if m.finalRev != 0 && resp.Header.Revision != m.finalRev {
+			return false, fmt.Errorf("the store started at revision %d, want %d", resp.Header.Revision, m.finalRev)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return true, nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("the store unit did not answer on %s within %v: %w (see journalctl -u %s)", StoreURL, storeAnswerTimeout, last, UnitName)
 	}
+	return err
 }
 
 func (m *Mover) removeUnit(ctx context.Context) error { return systemd.Remove(ctx, UnitName) }

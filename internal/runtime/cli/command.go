@@ -149,6 +149,9 @@ func setupLogging(level string) {
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l})))
 }
 
+// orphanScanInterval is how often zombie orphans are looked for (server.ReapOrphans).
+const orphanScanInterval = 30 * time.Second
+
 func serve(ctx context.Context, cfg config.Config, monArgs []string) error {
 	setupLogging(cfg.LogLevel)
 	exe, err := os.Executable()
@@ -171,7 +174,7 @@ func serve(ctx context.Context, cfg config.Config, monArgs []string) error {
 	}
 	reapCtx, stopReaper := context.WithCancel(context.Background())
 	defer stopReaper()
-	go server.ReapOrphans(reapCtx, 30*time.Second)
+	go server.ReapOrphans(reapCtx, orphanScanInterval)
 	addr, err := freeAddr(cfg.StreamAddress)
 	if err != nil {
 		return err

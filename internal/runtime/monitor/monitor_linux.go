@@ -1,10 +1,6 @@
 package monitor
 
 import (
-	"bufio"
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,10 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/quantyroot/quantykube/internal/runtime/attach"
-	"github.com/quantyroot/quantykube/internal/runtime/console"
 	"github.com/quantyroot/quantykube/internal/runtime/criolog"
-	"github.com/quantyroot/quantykube/internal/runtime/runc"
 )
 
 // File names inside the container's state directory.
@@ -33,6 +25,9 @@ const (
 	consoleName      = "console.sock"
 	runcLogName      = "runc-create.log"
 )
+
+// outputDrainTimeout bounds copying the output still buffered after the container exited.
+const outputDrainTimeout = 2 * time.Second
 
 // SyncFD is the fd on which the monitor reports "ok <pid>" or "error <text>" once.
 const SyncFD = 3
@@ -88,7 +83,7 @@ func Run(o Options) error {
 	go func() { outputs.Wait(); close(drained) }()
 	select {
 	case <-drained:
-	case <-time.After(2 * time.Second):
+	case <-time.After(outputDrainTimeout):
 	}
 	m.sink.Swap(nil)
 	if m.log != nil {
@@ -117,270 +112,6 @@ func (m *mon) create() (int, *sync.WaitGroup, error) {
 		os.Remove(m.o.LogPath)
 	}
 	return pid, outputs, err
-}
-
-func (m *mon) runCreate() (int, *sync.WaitGroup, error) {
-	o := m.o
-	m.sink = criolog.NewSink(nil)
-	if o.LogPath != "" {
-		if err := os.MkdirAll(filepath.Dir(o.LogPath), 0o755); err != nil {
-			return 0, nil, fmt.Errorf("create log directory: %w", err)
-		}
-		f, err := os.OpenFile(o.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-		if err != nil {
-			return 0, nil, fmt.Errorf("open container log %s: %w", o.LogPath, err)
-		}
-		m.log = f
-		m.sink.Swap(f)
-	}
-	r := runc.Runc{Path: o.Runc, Root: o.RuncRoot}
-	pidFile := filepath.Join(o.Dir, PidFileName)
-	args := []string{"--log", filepath.Join(o.Dir, runcLogName), "--log-format", "json",
-		"create", "--bundle", o.Bundle, "--pid-file", pidFile}
-	var outputs sync.WaitGroup
-	var childEnds []*os.File
-	var cons *console.Listener
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return 0, nil, fmt.Errorf("open /dev/null: %w", err)
-	}
-	defer devnull.Close()
-	cmd := r.Command(context.Background())
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
-	if o.Terminal {
-		cons, err = console.Listen(filepath.Join(o.Dir, consoleName))
-		if err != nil {
-			return 0, nil, err
-		}
-		defer cons.Close()
-		args = append(args, "--console-socket", cons.Path)
-	} else {
-		if o.Stdin {
-			pr, pw, err := os.Pipe()
-			if err != nil {
-				return 0, nil, fmt.Errorf("stdin pipe: %w", err)
-			}
-			cmd.Stdin = pr
-			childEnds = append(childEnds, pr)
-			m.stdin = pw
-		}
-		for _, s := range []struct {
-			name string
-			typ  byte
-			dst  *io.Writer
-		}{{"stdout", attach.Stdout, &cmd.Stdout}, {"stderr", attach.Stderr, &cmd.Stderr}} {
-			pr, pw, err := os.Pipe()
-			if err != nil {
-				return 0, nil, fmt.Errorf("%s pipe: %w", s.name, err)
-			}
-			*s.dst = pw
-			childEnds = append(childEnds, pw)
-			outputs.Add(1)
-			go func(name string, typ byte, r io.Reader) {
-				defer outputs.Done()
-				m.copyOut(name, typ, r)
-			}(s.name, s.typ, pr)
-		}
-	}
-	cmd.Args = append(cmd.Args, append(args, o.ID)...)
-	if err := cmd.Start(); err != nil {
-		return 0, nil, fmt.Errorf("start runc create: %w", err)
-	}
-	var master *os.File
-	var accErr error
-	accepted := make(chan struct{})
-	if cons != nil {
-		go func() { master, accErr = cons.Accept(); close(accepted) }()
-	}
-	waitErr := cmd.Wait()
-	for _, f := range childEnds {
-		f.Close()
-	}
-	if waitErr != nil {
-		return 0, nil, fmt.Errorf("runc create: %s", runcError(filepath.Join(o.Dir, runcLogName), waitErr))
-	}
-	if cons != nil {
-		select {
-		case <-accepted:
-		case <-time.After(10 * time.Second):
-			accErr = errors.New("runc sent no terminal within 10s")
-		}
-		if accErr != nil {
-			return 0, nil, accErr
-		}
-		m.pty = master
-		if o.Stdin {
-			m.stdin = master
-		}
-		outputs.Add(1)
-		go func() {
-			defer outputs.Done()
-			m.copyOut("stdout", attach.Stdout, master)
-		}()
-	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return 0, nil, fmt.Errorf("read runc pid file: %w", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0, nil, fmt.Errorf("parse runc pid file %q: %w", b, err)
-	}
-	return pid, &outputs, nil
-}
-
-// runcError returns the last error message runc logged, or fallback's text.
-func runcError(logPath string, fallback error) string {
-	f, err := os.Open(logPath)
-	if err != nil {
-		return fallback.Error()
-	}
-	defer f.Close()
-	msg := ""
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		var l struct{ Level, Msg string }
-		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Level == "error" {
-			msg = l.Msg
-		}
-	}
-	if msg == "" {
-		return fallback.Error()
-	}
-	return msg
-}
-
-func (m *mon) copyOut(name string, typ byte, r io.Reader) {
-	w := m.sink.Stream(name)
-	defer w.Close()
-	buf := make([]byte, 32*1024)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			w.Write(buf[:n])
-			m.broadcast(typ, buf[:n])
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (m *mon) broadcast(typ byte, data []byte) {
-	m.clientsMu.Lock()
-	defer m.clientsMu.Unlock()
-	for c := range m.clients {
-		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if err := attach.WriteFrame(c, typ, data); err != nil {
-			c.Close()
-			delete(m.clients, c)
-		}
-	}
-}
-
-func (m *mon) closeClients() {
-	m.clientsMu.Lock()
-	defer m.clientsMu.Unlock()
-	for c := range m.clients {
-		c.Close()
-		delete(m.clients, c)
-	}
-}
-
-func (m *mon) serve(l net.Listener) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go m.handle(c)
-	}
-}
-
-// handle serves one client. A client that sends only ReopenLog is a control client;
-// any other client is attached and receives the output from now on.
-func (m *mon) handle(c net.Conn) {
-	defer c.Close()
-	registered := false
-	defer func() {
-		if !registered {
-			return
-		}
-		m.clientsMu.Lock()
-		delete(m.clients, c)
-		m.clientsMu.Unlock()
-		if m.o.StdinOnce && !m.o.Terminal {
-			m.closeStdin()
-		}
-	}()
-	for {
-		typ, data, err := attach.ReadFrame(c)
-		if err != nil {
-			return
-		}
-		switch typ {
-		case attach.ReopenLog:
-			msg := ""
-			if err := m.reopen(); err != nil {
-				msg = err.Error()
-			}
-			m.clientsMu.Lock()
-			attach.WriteFrame(c, attach.Ack, []byte(msg))
-			m.clientsMu.Unlock()
-			continue
-		case attach.Stdin, attach.CloseStdin, attach.Resize:
-		default:
-			continue
-		}
-		if !registered {
-			registered = true
-			m.clientsMu.Lock()
-			m.clients[c] = struct{}{}
-			m.clientsMu.Unlock()
-		}
-		switch typ {
-		case attach.Stdin:
-			m.stdinMu.Lock()
-			if m.stdin != nil {
-				m.stdin.Write(data)
-			}
-			m.stdinMu.Unlock()
-		case attach.CloseStdin:
-			if m.o.StdinOnce {
-				m.closeStdin()
-			}
-		case attach.Resize:
-			if w, h, ok := attach.ParseResize(data); ok && m.pty != nil {
-				console.Resize(m.pty, w, h)
-			}
-		}
-	}
-}
-
-func (m *mon) closeStdin() {
-	m.stdinMu.Lock()
-	defer m.stdinMu.Unlock()
-	if m.stdin != nil && m.pty == nil {
-		m.stdin.Close()
-		m.stdin = nil
-	}
-}
-
-func (m *mon) reopen() error {
-	if m.o.LogPath == "" {
-		return nil
-	}
-	f, err := os.OpenFile(m.o.LogPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-	if err != nil {
-		return fmt.Errorf("reopen log %s: %w", m.o.LogPath, err)
-	}
-	old := m.sink.Swap(f)
-	m.log = f
-	if oc, ok := old.(io.Closer); ok && old != nil {
-		oc.Close()
-	}
-	return nil
 }
 
 // waitFor reaps children (we are a subreaper) until pid exits, and returns its status;

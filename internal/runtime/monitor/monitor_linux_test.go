@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quantyroot/quantykube/internal/runtime/attach"
 )
@@ -78,19 +81,26 @@ func setup(t *testing.T, script string) (Options, string) {
 	return Options{ID: "c1", Bundle: bundle, Dir: cdir, LogPath: filepath.Join(dir, "logs", "c1.log"), Runc: runc, RuncRoot: dir}, bundle
 }
 
+// Waits of these tests: for the monitor to record an exit, for its attach socket.
+const (
+	exitFileTimeout = 10 * time.Second
+	socketTimeout   = 2 * time.Second
+	pollInterval    = 20 * time.Millisecond
+)
+
 func waitExitFile(t *testing.T, dir string) Exit {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if e, ok, err := ReadExit(dir); err != nil {
-			t.Fatal(err)
-		} else if ok {
-			return e
-		}
-		time.Sleep(20 * time.Millisecond)
+	var e Exit
+	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, exitFileTimeout, true, func(context.Context) (bool, error) {
+		var ok bool
+		var err error
+		e, ok, err = ReadExit(dir)
+		return ok, err
+	})
+	if err != nil {
+		t.Fatalf("no exit file within %s: %v", exitFileTimeout, err)
 	}
-	t.Fatal("no exit file")
-	return Exit{}
+	return e
 }
 
 func TestMonitorLogsAndExitCode(t *testing.T) {
@@ -135,15 +145,13 @@ func TestMonitorAttachStdinAndReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c net.Conn
-	var err error
-	for i := 0; i < 100; i++ {
-		if c, err = net.Dial("unix", filepath.Join(o.Dir, AttachSocketName)); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, socketTimeout, true, func(context.Context) (bool, error) {
+		var derr error
+		c, derr = net.Dial("unix", filepath.Join(o.Dir, AttachSocketName))
+		return derr == nil, nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("attach socket not there within %s: %v", socketTimeout, err)
 	}
 	defer c.Close()
 	// Reopen after a rotation: the old file is renamed, new output goes to a new file.

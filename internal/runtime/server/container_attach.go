@@ -31,9 +31,12 @@ func (s *Service) Attach(ctx context.Context, r *runtimeapi.AttachRequest) (*run
 	return s.stream.GetAttach(r)
 }
 
+// monitorDialTimeout bounds connecting to a container's monitor socket.
+const monitorDialTimeout = 5 * time.Second
+
 func (s *Service) dialMonitor(id string) (net.Conn, error) {
 	p := filepath.Join(s.containers.RecordDir(id), monitor.AttachSocketName)
-	c, err := net.DialTimeout("unix", p, 5*time.Second)
+	c, err := net.DialTimeout("unix", p, monitorDialTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("connect to monitor of %s: %w", id, err)
 	}

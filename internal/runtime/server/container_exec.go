@@ -20,6 +20,10 @@ import (
 	"github.com/quantyroot/quantykube/internal/runtime/store"
 )
 
+// execStdinGrace is how long an exec whose process exited waits for its stdio copies
+// (a client may keep stdin open).
+const execStdinGrace = time.Second
+
 // execProcess runs cmd in running container c with the container's identity, environment
 // and security settings. stdin may be nil. With tty the process gets a terminal and stdout
 // carries both streams. It returns the exit code; a ctx deadline kills the process.
@@ -57,7 +61,7 @@ func (s *Service) execProcess(ctx context.Context, c *store.Container, cmd []str
 	}
 	rcmd.Stdout, rcmd.Stderr = orDiscard(stdout), orDiscard(stderr)
 	// A client that keeps stdin open must not hold us after the process exited.
-	rcmd.WaitDelay = time.Second
+	rcmd.WaitDelay = execStdinGrace
 	if err := rcmd.Start(); err != nil {
 		return 0, fmt.Errorf("start runc exec: %w", err)
 	}

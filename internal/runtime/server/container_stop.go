@@ -42,7 +42,7 @@ func (s *Service) stopContainer(ctx context.Context, c *store.Container, timeout
 			}
 		}
 		if err := s.runc.Kill(ctx, c.ID, sig, false); err == nil {
-			if waitExit(ctx, dir, timeout) == nil {
+			if s.waitExit(ctx, dir, timeout) == nil {
 				return nil
 			}
 		}
@@ -52,11 +52,7 @@ func (s *Service) stopContainer(ctx context.Context, c *store.Container, timeout
 			return nil
 		}
 	}
-	err := waitExit(ctx, dir, 10*time.Second)
-	if err != nil && errors.Is(err, context.Canceled) {
-		return err
-	}
-	return err
+	return s.waitExit(ctx, dir, s.timeouts.exitRecorded)
 }
 
 var signals = map[string]syscall.Signal{"SIGTERM": syscall.SIGTERM, "SIGINT": syscall.SIGINT, "SIGQUIT": syscall.SIGQUIT,

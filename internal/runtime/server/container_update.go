@@ -47,6 +47,9 @@ func (s *Service) UpdateContainerResources(ctx context.Context, r *runtimeapi.Up
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }
 
+// reopenLogTimeout bounds a monitor's answer to a log reopen.
+const reopenLogTimeout = 10 * time.Second
+
 // ReopenContainerLog asks the container's monitor to reopen its log file (after kubelet
 // rotated it). The container must be running.
 func (s *Service) ReopenContainerLog(ctx context.Context, r *runtimeapi.ReopenContainerLogRequest) (*runtimeapi.ReopenContainerLogResponse, error) {
@@ -62,7 +65,7 @@ func (s *Service) ReopenContainerLog(ctx context.Context, r *runtimeapi.ReopenCo
 		return nil, grpcErr(err)
 	}
 	defer conn.Close()
-	conn.(*net.UnixConn).SetDeadline(time.Now().Add(10 * time.Second))
+	conn.(*net.UnixConn).SetDeadline(time.Now().Add(reopenLogTimeout))
 	if err := attach.WriteFrame(conn, attach.ReopenLog, nil); err != nil {
 		return nil, grpcErr(err)
 	}

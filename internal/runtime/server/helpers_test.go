@@ -62,7 +62,7 @@ func TestSandboxFilesDNSAndHosts(t *testing.T) {
 	f := sandboxFiles(dir, true)
 	cfg := &runtimeapi.PodSandboxConfig{Hostname: "pod-a", DnsConfig: &runtimeapi.DNSConfig{
 		Servers: []string{"10.10.10.10"}, Searches: []string{"google.com"}, Options: []string{"ndots:8"}}}
-	if err := writeSandboxFiles(f, cfg, false, "10.1.2.3"); err != nil {
+	if err := writePodFiles(f, cfg, false, "10.1.2.3"); err != nil {
 		t.Fatal(err)
 	}
 	rc, _ := os.ReadFile(f.ResolvConf)

@@ -66,6 +66,9 @@ func (s *Service) ImageStatus(ctx context.Context, r *runtimeapi.ImageStatusRequ
 // pull's success to be worth sending.
 const replyMargin = 10 * time.Millisecond
 
+// pullTimeout bounds one pull, whatever the caller's deadline.
+const pullTimeout = 30 * time.Minute
+
 // PullImage pulls through the configured mirrors and returns the image ID.
 func (s *Service) PullImage(ctx context.Context, r *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
 	ref := r.GetImage().GetImage()
@@ -76,7 +79,7 @@ func (s *Service) PullImage(ctx context.Context, r *runtimeapi.PullImageRequest)
 	if a := r.GetAuth(); a != nil {
 		auth = &images.Auth{Username: a.Username, Password: a.Password, Auth: a.Auth, IdentityToken: a.IdentityToken, RegistryToken: a.RegistryToken}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
 	defer cancel()
 	if err := ctx.Err(); err != nil {
 		return nil, grpcErr(fmt.Errorf("pull %s: %w", ref, err))

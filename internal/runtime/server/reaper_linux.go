@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ReapOrphans runs until ctx ends. The runtime is a child subreaper (for terminal execs),
@@ -19,27 +20,24 @@ import (
 // orphan, and reaping it cannot steal a status somebody is waiting for.
 func ReapOrphans(ctx context.Context, interval time.Duration) {
 	seen := map[int]bool{}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := map[int]bool{}
-		for _, pid := range zombieChildren() {
-			if seen[pid] {
-				var ws unix.WaitStatus
-				if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
-					slog.Debug("reaped orphan", "pid", pid)
-				}
-				continue
+	wait.UntilWithContext(ctx, func(context.Context) { seen = reapLingering(seen) }, interval)
+}
+
+// reapLingering reaps the zombie children in seen (zombies at the previous scan) and
+// returns the zombies seen for the first time now.
+func reapLingering(seen map[int]bool) map[int]bool {
+	now := map[int]bool{}
+	for _, pid := range zombieChildren() {
+		if seen[pid] {
+			var ws unix.WaitStatus
+			if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
+				slog.Debug("reaped orphan", "pid", pid)
 			}
-			now[pid] = true
+			continue
 		}
-		seen = now
+		now[pid] = true
 	}
+	return now
 }
 
 // zombieChildren lists this process's children in state Z.

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/quantyroot/quantykube/internal/runtime/oci"
@@ -26,7 +25,22 @@ func sandboxFiles(dir string, hostIPC bool) oci.SandboxFiles {
 }
 
 // writeSandboxFiles writes hostname, hosts and resolv.conf and mounts the shm tmpfs.
-func writeSandboxFiles(f oci.SandboxFiles, cfg *runtimeapi.PodSandboxConfig, hostNet bool, ip string) error {
+func (s *Service) writeSandboxFiles(f oci.SandboxFiles, cfg *runtimeapi.PodSandboxConfig, hostNet bool, ip string) error {
+	if err := writePodFiles(f, cfg, hostNet, ip); err != nil {
+		return err
+	}
+	if f.Shm == "" {
+		return nil
+	}
+	if err := os.MkdirAll(f.Shm, 0o700); err != nil {
+		return fmt.Errorf("create shm dir: %w", err)
+	}
+	return s.fs.MountShm(f.Shm)
+}
+
+// writePodFiles writes hostname, hosts (the node's for host network) and resolv.conf
+// (from the DNS config, else the node's).
+func writePodFiles(f oci.SandboxFiles, cfg *runtimeapi.PodSandboxConfig, hostNet bool, ip string) error {
 	hostname := cfg.GetHostname()
 	if hostNet || hostname == "" {
 		h, err := os.Hostname()
@@ -75,14 +89,6 @@ func writeSandboxFiles(f oci.SandboxFiles, cfg *runtimeapi.PodSandboxConfig, hos
 	}
 	if err := os.WriteFile(f.ResolvConf, []byte(resolv), 0o644); err != nil {
 		return fmt.Errorf("write resolv.conf: %w", err)
-	}
-	if f.Shm != "" {
-		if err := os.MkdirAll(f.Shm, 0o700); err != nil {
-			return fmt.Errorf("create shm dir: %w", err)
-		}
-		if err := unix.Mount("shm", f.Shm, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777,size=65536k"); err != nil {
-			return fmt.Errorf("mount shm tmpfs: %w", err)
-		}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/quantyroot/quantykube/internal/runtime/monitor"
@@ -69,27 +70,24 @@ func (s *Service) stopPause(ctx context.Context, sb *store.Sandbox) error {
 			return fmt.Errorf("kill pause of %s: %w", sb.ID, err)
 		}
 	}
-	return waitExit(ctx, dir, 10*time.Second)
+	return s.waitExit(ctx, dir, s.timeouts.exitRecorded)
 }
 
-// waitExit polls for the monitor's exit file.
-func waitExit(ctx context.Context, dir string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+// waitExit waits until the monitor in dir recorded its process's exit, for at most
+// timeout. The caller's ctx ending returns its error; the timeout passing is an error
+// naming dir.
+func (s *Service) waitExit(ctx context.Context, dir string, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, s.timeouts.exitPoll, timeout, true, func(context.Context) (bool, error) {
 		_, ok, err := monitor.ReadExit(dir)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process in %s did not exit within %s", dir, timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+		return ok, err
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case wait.Interrupted(err):
+		return fmt.Errorf("process in %s did not exit within %s", dir, timeout)
 	}
+	return err
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // rwDir is where a container's writable overlay layer lives (on the image filesystem, not in /run).
@@ -27,42 +24,24 @@ func (s *Service) mountRootfs(id string, layers []string, target string) error {
 		lower = append(lower, s.images.LayerDir(layers[i]))
 	}
 	if len(lower) == 0 {
+		// overlayfs needs a lower dir; an image without layers gets an empty one.
 		empty := filepath.Join(rw, "empty")
 		os.MkdirAll(empty, 0o755)
 		lower = []string{empty}
 	}
-	if len(lower) == 1 {
-		// overlayfs needs two lower dirs or an upper; we have an upper, one lower is fine.
-	}
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", strings.Join(lower, ":"), upper, work)
-	if len(opts) > 4000 {
-		return fmt.Errorf("image has too many layers (%d) for one overlay mount", len(layers))
-	}
-	if err := unix.Mount("overlay", target, "overlay", 0, opts); err != nil {
-		return fmt.Errorf("mount overlay at %s: %w", target, err)
-	}
-	return nil
+	return s.fs.MountOverlay(lower, upper, work, target)
 }
 
 // unmountRootfs unmounts target (if mounted) and removes the container's writable layer.
 func (s *Service) unmountRootfs(id, target string) error {
 	var errs []error
 	if target != "" {
-		if err := unix.Unmount(target, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", target, err))
+		if err := s.fs.Unmount(target); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := os.RemoveAll(s.rwDir(id)); err != nil {
 		errs = append(errs, fmt.Errorf("remove writable layer of %s: %w", id, err))
 	}
 	return errors.Join(errs...)
-}
-
-// unmountAll detaches p if it is a mount point (idempotent).
-func unmountAll(p string) {
-	for i := 0; i < 4; i++ {
-		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
-			return
-		}
-	}
 }
