@@ -64,7 +64,7 @@ func (c *Controller) transition(ctx context.Context, r *api.TransitionRequest, o
 	return c.awaitTransition(ctx, st.epoch+1, op, to) // the hold is the next epoch
 }
 
-var errInvalidTimeout = statusError("--timeout must be between 100ms and 1m; pass the longest pause writes may take, such as 5s")
+var errInvalidTimeout = statusError("--hold-timeout must be between 100ms and 1m; pass the longest pause writes may take, such as 5s")
 
 type statusError string
 
