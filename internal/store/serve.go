@@ -77,11 +77,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	mctl := mirror.New(st, mirrorMember(rep), log)
+	mctl, stopMirror := startMirror(ctx, st, rep, log)
 	apiCfg.Mirror = mctl
-	mctx, stopMirror := context.WithCancel(ctx)
-	mirrorDone := make(chan struct{})
-	go func() { defer close(mirrorDone); mctl.Run(mctx) }()
 	api := etcdapi.New(st, apiCfg)
 	metrics := newMetrics(st)
 	gsTLS, gsPlain := newGRPCServers(cfg, tlsCfg, metrics)
@@ -97,24 +94,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	httpServers := serveMetrics(cfg, metricsLns, tlsCfg, metrics, errc, log)
 	log.Info("store ready", "name", cfg.Name, "data-dir", cfg.DataDir, "revision", st.Rev(), "compacted", st.CompactedRev())
 
-	var memberErr error
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("listener failed", "err", err)
-		}
-	case <-memberDone:
-		memberErr = rep.Err()
-	}
+	memberErr := waitStop(ctx, errc, memberDone, rep, log)
 	log.Info("stopping store")
 	for _, h := range httpServers {
 		_ = h.Close()
 	}
 	stopGRPC(gsTLS, gsPlain)
 	stopMirror()
-	<-mirrorDone
-	mctl.Stop()
 	if rep != nil {
 		rep.Stop() // before the store closes
 	}
@@ -122,6 +108,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	return memberErr
+}
+
+// waitStop waits until ctx ends, a listener fails or the member stops on
+// its own, and returns the member's error in the last case.
+func waitStop(ctx context.Context, errc <-chan error, memberDone <-chan struct{}, rep *replica.Replica, log *slog.Logger) error {
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("listener failed", "err", err)
+		}
+	case <-memberDone:
+		return rep.Err()
+	}
+	return nil
 }
 
 // startMember makes the store a raft member when clustering flags are set;
@@ -141,12 +142,22 @@ func startMember(cfg *Config, apiCfg *etcdapi.Config, st *mvcc.Store, advertise 
 	return rep, rep.Done(), nil
 }
 
-// mirrorMember is the replication the mirror controller runs on.
-func mirrorMember(rep *replica.Replica) mirror.Member {
-	if rep == nil {
-		return mirror.Single{MemberID: 1}
+// startMirror runs the member's mirror controller (docs/adr/202); stop
+// ends it before the member and the store stop.
+func startMirror(ctx context.Context, st *mvcc.Store, rep *replica.Replica, log *slog.Logger) (*mirror.Controller, func()) {
+	var m mirror.Member = mirror.Single{MemberID: 1}
+	if rep != nil {
+		m = rep
 	}
-	return rep
+	c := mirror.New(st, m, log)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	return c, func() {
+		cancel()
+		<-done
+		c.Stop()
+	}
 }
 
 // serveClients serves the etcd API on the client listeners.
