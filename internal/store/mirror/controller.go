@@ -34,6 +34,9 @@ type Controller struct {
 
 	stopOnce sync.Once
 	stopc    chan struct{}
+
+	// beforeSwitch, when set (tests), runs before a transition levels.
+	beforeSwitch func()
 }
 
 // memberState is the mode as this member applied it.

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,5 +146,39 @@ func writeLoop(t *testing.T, cli *clientv3.Client, prefix string) func() int {
 			}
 		}
 		return len(acked)
+	}
+}
+
+// TestCutoverAbandoned: a cut-over that cannot finish within its timeout is
+// abandoned: the call says so, the store still mirrors, and the writes held
+// meanwhile go on to the source and are acknowledged.
+func TestCutoverAbandoned(t *testing.T) {
+	ctx := context.Background()
+	etcd := startEtcd(t)
+	c, qk := startController(t)
+	if _, err := c.Start(ctx, &api.StartRequest{Source: endpointsOf(etcd)}); err != nil {
+		t.Fatal(err)
+	}
+	c.beforeSwitch = func() { time.Sleep(600 * time.Millisecond) }
+	stop := writeLoop(t, qk, "/held/")
+	time.Sleep(100 * time.Millisecond)
+	_, err := c.Cutover(ctx, &api.TransitionRequest{Timeout: 300 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "abandoned") {
+		t.Fatalf("cutover past its timeout: %v, want it abandoned", err)
+	}
+	t.Logf("refused: %v", statusMessage(err))
+	time.Sleep(200 * time.Millisecond)
+	acked := stop()
+	s, _ := c.Status(ctx, nil)
+	if s.Mode != api.Mirror || s.Hold != nil || !strings.Contains(s.LastAbort, "abandoned") {
+		t.Fatalf("status after the abandon: %+v", s)
+	}
+	rev, _ := etcdRev(ctx, etcd)
+	waitRev(t, "store", c.st.Rev, rev, nil)
+	sameKVs(t, "after the abandon", storeKVs(t, c.st, rev), allKVs(t, etcd, rev))
+	t.Logf("%d writes acknowledged across the abandoned cut-over, all in etcd and the store", acked)
+	c.beforeSwitch = nil
+	if _, err := c.Cutover(ctx, &api.TransitionRequest{}); err != nil {
+		t.Fatalf("cutover again: %v", err)
 	}
 }

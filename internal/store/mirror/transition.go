@@ -146,6 +146,9 @@ var errLevelAgain = errors.New("the revision moved; level again")
 
 // switchAt brings the replay level at rev and switches to next there.
 func (c *Controller) switchAt(ctx context.Context, st *memberState, rev int64, next record, holdLeases, renew bool) error {
+	if c.beforeSwitch != nil {
+		c.beforeSwitch()
+	}
 	got, err := c.level(ctx, rev)
 	if err != nil {
 		return err
@@ -163,11 +166,18 @@ func (c *Controller) switchAt(ctx context.Context, st *memberState, rev int64, n
 
 // level asks the running replay to reach rev with leases in sync.
 func (c *Controller) level(ctx context.Context, rev int64) (int64, error) {
+	if ctx.Err() != nil {
+		return 0, fmt.Errorf("the hold's timeout passed before the replay reached revision %d: %w", rev, ctx.Err())
+	}
 	reply := make(chan LevelReply, 1)
 	select {
 	case c.levels <- LevelRequest{Rev: rev, Reply: reply}:
 	case <-ctx.Done():
-		return 0, fmt.Errorf("the replay is not running on the leader (%s): %w", c.progress.LastErr(), ctx.Err())
+		why := "it is not running on the leader"
+		if e := c.progress.LastErr(); e != "" {
+			why += " (" + e + ")"
+		}
+		return 0, fmt.Errorf("the replay did not take the request to reach revision %d: %s: %w", rev, why, ctx.Err())
 	}
 	select {
 	case r := <-reply:
