@@ -55,12 +55,14 @@ func (r *mirrorRig) transition(op string, writers []*ackWriter) (*api.Transition
 		r.t.Fatalf("mirror %s printed %q: %v", op, res.Stdout, err)
 	}
 	time.Sleep(500 * time.Millisecond) // acknowledgements after the call count for the gap
-	var gap time.Duration
+	var gap, before time.Duration
 	for _, w := range writers {
 		gap = max(gap, w.longestGap(start.Add(-time.Second), end.Add(500*time.Millisecond)))
+		before = max(before, w.longestGap(start.Add(-3*time.Second), start.Add(-time.Second)))
 	}
-	r.t.Logf("%s: %s in %v (writes held %v by the leader; longest time without an acknowledged write around it: %v)",
-		op, strings.TrimSpace(r.mirrorCmd(op).Stdout), end.Sub(start).Round(time.Millisecond), out.Pause.Duration.Round(time.Millisecond), gap.Round(time.Millisecond))
+	r.t.Logf("%s: %s in %v (writes held %v by the leader; longest time without an acknowledged write around it: %v, in the 2 s before: %v)",
+		op, strings.TrimSpace(r.mirrorCmd(op).Stdout), end.Sub(start).Round(time.Millisecond), out.Pause.Duration.Round(time.Millisecond),
+		gap.Round(time.Millisecond), before.Round(time.Millisecond))
 	return &out, gap
 }
 
