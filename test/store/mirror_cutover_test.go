@@ -146,7 +146,18 @@ func (r *mirrorRig) cycle(t *testing.T, cycle int) []*ackWriter {
 	// once and keeps its leases alive).
 	start := r.restoreEtcdFromStore(round)
 	start()
+	// The leader dies (SIGKILL) while it replays onto etcd: the new leader
+	// resumes from etcd's revision; the dead one comes back as it was.
+	time.Sleep(time.Second)
+	old := r.storeLeader()
+	r.Store[old].Kill9()
 	li := r.storeLeader()
+	r.Store[old].startProc()
+	waitServes(t, r.Store[old])
+	if st := r.status(old); st.Mode != api.ReplayingTo {
+		t.Errorf("%s restarted in mode %s, want %s", r.Store[old].Name, st.Mode, api.ReplayingTo)
+	}
+	t.Logf("replaying leader %s killed and restarted; %s leads the replay now", r.Store[old].Name, r.Store[li].Name)
 	st0 := r.status(li)
 	time.Sleep(3 * time.Second)
 	st := r.status(li)

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -83,6 +84,12 @@ func TestMirrorLifecycle(t *testing.T) {
 	}
 	t.Logf("cut-over: %+v (pause %v); %d writes acknowledged around it", res, res.Pause.Duration, acked)
 	e := res.Pause.Revision
+	// The lease granted through the mirror kept its id and its key, and has
+	// its full TTL again.
+	ttl, err := qk.TimeToLive(ctx, l.ID, clientv3.WithAttachedKeys())
+	if err != nil || ttl.TTL < 55 || ttl.GrantedTTL != 60 || len(ttl.Keys) != 1 {
+		t.Fatalf("lease %x after the cut-over: %+v %v; want 60 s granted, nearly all left, /leased attached", l.ID, ttl, err)
+	}
 	sameKVs(t, "at the cut-over", storeKVs(t, c.st, e), allKVs(t, etcd, e))
 	if again, err := c.Cutover(ctx, &api.TransitionRequest{}); err != nil || !again.AlreadyDone {
 		t.Fatalf("cutover again: %+v %v", again, err)
@@ -181,4 +188,32 @@ func TestCutoverAbandoned(t *testing.T) {
 	if _, err := c.Cutover(ctx, &api.TransitionRequest{}); err != nil {
 		t.Fatalf("cutover again: %v", err)
 	}
+}
+
+// TestStatusPeerFiles: a member that cannot read the peer's files says which
+// in its status.
+func TestStatusPeerFiles(t *testing.T) {
+	ctx := context.Background()
+	etcd := startEtcd(t)
+	c, _ := startController(t)
+	ca := t.TempDir() + "/ca.crt"
+	if err := os.WriteFile(ca, []byte("not used over http"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	peer := endpointsOf(etcd)
+	peer.CAFile = ca
+	if _, err := c.Start(ctx, &api.StartRequest{Source: peer}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := c.Status(ctx, nil); s.PeerError != "" {
+		t.Fatalf("status with readable files: %+v", s)
+	}
+	if err := os.Remove(ca); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := c.Status(ctx, nil)
+	if !strings.Contains(s.PeerError, "--source-cacert "+ca+" cannot be read here") {
+		t.Fatalf("status after the CA file went: peer error %q", s.PeerError)
+	}
+	t.Logf("peer error: %s", s.PeerError)
 }
