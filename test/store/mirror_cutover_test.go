@@ -130,7 +130,7 @@ func (r *mirrorRig) cycle(t *testing.T, cycle int) []*ackWriter {
 	// 20 ms between writes: the replay into etcd is one transaction per
 	// revision, in order (ADR 202 has its rate); three writers stay below it.
 	writers := r.storeWriters(ctx, &wg, round+"a", 20*time.Millisecond)
-	time.Sleep(2 * time.Second)
+	time.Sleep(4 * time.Second)
 	over, _ := r.transition("cutover", writers)
 	ec := r.etcdClient()
 	defer ec.Close()
@@ -158,6 +158,9 @@ func (r *mirrorRig) cycle(t *testing.T, cycle int) []*ackWriter {
 		t.Errorf("%s restarted in mode %s, want %s", r.Store[old].Name, st.Mode, api.ReplayingTo)
 	}
 	t.Logf("replaying leader %s killed and restarted; %s leads the replay now", r.Store[old].Name, r.Store[li].Name)
+	// Writes proposed to the dead leader time out after raft's request
+	// timeout (7 s); past it the writers are back to normal.
+	time.Sleep(5 * time.Second)
 	st0 := r.status(li)
 	time.Sleep(3 * time.Second)
 	st := r.status(li)

@@ -44,15 +44,22 @@ func (c *Controller) reportDrained(ctx context.Context, st *memberState) {
 	}
 }
 
-// waitDrained waits for every voting member's drain notice, or for a part
-// of the timeout: a member that is down has nothing in flight that could be
-// acknowledged (a write it forwarded and that lands later is answered with
-// an error, never acknowledged).
+// drainWait bounds the wait for the members' drain notices.
+const drainWait = 250 * time.Millisecond
+
+// waitDrained waits for every voting member's drain notice, or drainWait.
+// The drains spare the switch a retry and the writes in flight an error;
+// they are not what makes it correct: the switch applies only at the
+// revision the replay levelled at, so a write that lands after that moves
+// the revision and the leader levels again, and a forwarded write that
+// reaches the source after the switch is answered with an error, never
+// acknowledged. A member that is down, or one with a proposal stuck on a
+// dead leader (up to raft's request timeout), does not hold the switch.
 func (c *Controller) waitDrained(ctx context.Context, st *memberState) {
 	h := st.rec.Hold
 	voters := c.voters()
 	got := map[uint64]bool{}
-	timer := time.NewTimer(min(time.Second, h.Timeout/3))
+	timer := time.NewTimer(min(drainWait, h.Timeout/4))
 	defer timer.Stop()
 	for len(got) < len(voters) {
 		select {
