@@ -57,7 +57,7 @@ func (c *Controller) Start(ctx context.Context, r *api.StartRequest) (*api.Statu
 		return nil, err
 	}
 	next := record{Mode: api.Mirror, Peer: &r.Source, Since: rev}
-	err = c.st.ChangeMode(ctx, &mvcc.ModeChange{Epoch: st.epoch, AtRev: rev, Record: next.encode(), HoldLeases: true})
+	err = c.st.ChangeMode(ctx, next.change(st.epoch, rev))
 	if errors.Is(err, mvcc.ErrModeConflict) || errors.Is(err, mvcc.ErrRevisionMoved) {
 		return nil, status.Errorf(codes.Aborted, "the store changed while the mirror was being set up (%v); run the command again", err)
 	}
@@ -127,7 +127,7 @@ func (c *Controller) ReplayTo(ctx context.Context, r *api.ReplayToRequest) (*api
 		return nil, invalid(err)
 	}
 	next := record{Mode: api.ReplayingTo, Peer: &r.Target, Since: r.Revision, LastPause: st.rec.LastPause}
-	if err := c.st.ChangeMode(ctx, &mvcc.ModeChange{Epoch: st.epoch, Record: next.encode()}); err != nil {
+	if err := c.st.ChangeMode(ctx, next.change(st.epoch, 0)); err != nil {
 		return nil, status.Errorf(codes.Aborted, "record the replaying mode: %v; run the command again", err)
 	}
 	c.log.Info("mirror: replaying to", "target", r.Target.Endpoints, "since", r.Revision)
@@ -144,7 +144,7 @@ func (c *Controller) stopReplaying(ctx context.Context, st *memberState) (*api.S
 		return nil, refuse("a %s is in progress; wait for it and run the command again", st.rec.Hold.Op)
 	}
 	next := record{Mode: api.Owner, Since: c.st.Rev(), LastPause: st.rec.LastPause, LastAbort: "replay to " + fmt.Sprint(st.rec.Peer.Endpoints) + " stopped"}
-	if err := c.st.ChangeMode(ctx, &mvcc.ModeChange{Epoch: st.epoch, Record: next.encode()}); err != nil {
+	if err := c.st.ChangeMode(ctx, next.change(st.epoch, 0)); err != nil {
 		return nil, status.Errorf(codes.Aborted, "stop replaying: %v; run the command again", err)
 	}
 	return c.Status(ctx, nil)

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
-	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
 // defaultTimeout bounds a transition's pause unless the caller says.
@@ -57,7 +56,7 @@ func (c *Controller) transition(ctx context.Context, r *api.TransitionRequest, o
 	}
 	next := st.rec
 	next.Hold = &api.Hold{ID: holdID(), Op: op, Timeout: timeout, Started: time.Now().UTC()}
-	err := c.st.ChangeMode(ctx, &mvcc.ModeChange{Epoch: st.epoch, Record: next.encode(), HoldLeases: next.holdsLeases()})
+	err := c.st.ChangeMode(ctx, next.change(st.epoch, 0))
 	if err != nil {
 		return nil, status.Errorf(codes.Aborted, "hold writes for the %s: %v; run the command again", op, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
 // record is the mode as replicated and persisted (mvcc m/mode, JSON). An
@@ -46,6 +47,13 @@ func (r record) encode() []byte {
 // between the drain and the switch.
 func (r record) holdsLeases() bool {
 	return r.Mode == api.Mirror || r.Hold != nil && r.Hold.Op == opCutback
+}
+
+// change is the mode change to r from epoch (at revision atRev, if set),
+// with the effects r has on the store.
+func (r record) change(epoch uint64, atRev int64) *mvcc.ModeChange {
+	return &mvcc.ModeChange{Epoch: epoch, AtRev: atRev, Record: r.encode(), HoldLeases: r.holdsLeases(),
+		AcceptReplay: r.Mode == api.Mirror && r.Failed == ""}
 }
 
 // replays reports whether the leader runs a replayer in this mode.

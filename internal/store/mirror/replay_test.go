@@ -11,10 +11,21 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
 func testLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// asMirror puts st in a mode that takes replayed revisions (as Start does).
+func asMirror(t *testing.T, st *mvcc.Store) *mvcc.Store {
+	t.Helper()
+	epoch, _ := st.Mode()
+	if err := st.ChangeMode(context.Background(), record{Mode: api.Mirror}.change(epoch, 0)); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
 
 // runReplayer runs r in the background; stop waits for it and returns its error.
 func runReplayer(t *testing.T, r *Replayer) (stop func() error) {
@@ -81,7 +92,7 @@ func writeMix(t *testing.T, ctx context.Context, kv clientv3.KV, lease clientv3.
 func TestReplayEtcdToStore(t *testing.T) {
 	ctx := context.Background()
 	cli := startEtcd(t)
-	st := openStore(t)
+	st := asMirror(t, openStore(t))
 	prog := &Progress{}
 	r := &Replayer{Source: &etcdSource{cli: cli, name: "etcd"}, Target: &storeTarget{st: st, m: Single{}}, Since: 1, Log: testLog(), Progress: prog, SweepEvery: 100 * time.Millisecond}
 	stop := runReplayer(t, r)
@@ -157,6 +168,7 @@ func TestReplayDivergence(t *testing.T) {
 	if _, err := cli.Put(ctx, "/only-in-etcd", "y"); err != nil {
 		t.Fatal(err)
 	}
+	asMirror(t, st)
 	// Same revision, different state: refused before anything is applied.
 	r := &Replayer{Source: &etcdSource{cli: cli, name: "etcd"}, Target: &storeTarget{st: st, m: Single{}}, Since: 2, Log: testLog()}
 	err := r.Run(ctx)
@@ -166,7 +178,7 @@ func TestReplayDivergence(t *testing.T) {
 	t.Logf("refused: %v", err)
 	// Replaying from an identical start, then a change made on the target
 	// behind the replayer's back: the next revision does not apply.
-	st2 := openStore(t)
+	st2 := asMirror(t, openStore(t))
 	cli2 := startEtcd(t)
 	r2 := &Replayer{Source: &etcdSource{cli: cli2, name: "etcd"}, Target: &storeTarget{st: st2, m: Single{}}, Since: 1, Log: testLog()}
 	errc := make(chan error, 1)
@@ -227,3 +239,18 @@ func TestReplaySourceCompacted(t *testing.T) {
 func putReq(k, v string) *pb.PutRequest { return &pb.PutRequest{Key: []byte(k), Value: []byte(v)} }
 
 var _ = mvcc.ErrCompacted
+
+// TestReplayRefusedOutsideMirror: replayed revisions never apply to a store
+// whose mode does not take them (a batch proposed by a replay that a
+// cut-over ended); lease grants alone still do.
+func TestReplayRefusedOutsideMirror(t *testing.T) {
+	ctx := context.Background()
+	st := openStore(t)
+	txn := &mvcc.ReplayBatch{Txns: []mvcc.ReplayTxn{{Rev: 2, Txn: (&Change{Rev: 2}).Txn()}}}
+	if _, err := st.Replay(ctx, txn); !errors.Is(err, mvcc.ErrNotReplaying) {
+		t.Fatalf("replay into an owner: %v, want ErrNotReplaying", err)
+	}
+	if _, err := st.Replay(ctx, &mvcc.ReplayBatch{Grants: []mvcc.LeaseGrant{{ID: 7, TTL: 30}}}); err != nil || !st.HasLease(7) {
+		t.Fatalf("lease grant into an owner: %v", err)
+	}
+}

@@ -130,7 +130,7 @@ func (c *Controller) cutover(ctx context.Context, st *memberState) error {
 		if err != nil {
 			return fmt.Errorf("read the source's revision: %w", err)
 		}
-		if err := c.switchAt(ctx, st, e, record{Mode: api.Owner, Since: e}, false, true); !errors.Is(err, errLevelAgain) {
+		if err := c.switchAt(ctx, st, e, record{Mode: api.Owner, Since: e}, true); !errors.Is(err, errLevelAgain) {
 			return err
 		}
 	}
@@ -143,7 +143,7 @@ func (c *Controller) cutover(ctx context.Context, st *memberState) error {
 func (c *Controller) cutback(ctx context.Context, st *memberState) error {
 	for {
 		s := c.st.Rev()
-		if err := c.switchAt(ctx, st, s, record{Mode: api.Mirror, Peer: st.rec.Peer, Since: s}, true, false); !errors.Is(err, errLevelAgain) {
+		if err := c.switchAt(ctx, st, s, record{Mode: api.Mirror, Peer: st.rec.Peer, Since: s}, false); !errors.Is(err, errLevelAgain) {
 			return err
 		}
 	}
@@ -152,7 +152,7 @@ func (c *Controller) cutback(ctx context.Context, st *memberState) error {
 var errLevelAgain = errors.New("the revision moved; level again")
 
 // switchAt brings the replay level at rev and switches to next there.
-func (c *Controller) switchAt(ctx context.Context, st *memberState, rev int64, next record, holdLeases, renew bool) error {
+func (c *Controller) switchAt(ctx context.Context, st *memberState, rev int64, next record, renew bool) error {
 	if c.beforeSwitch != nil {
 		c.beforeSwitch()
 	}
@@ -164,7 +164,9 @@ func (c *Controller) switchAt(ctx context.Context, st *memberState, rev int64, n
 		return errLevelAgain
 	}
 	next.LastPause = &api.Pause{Op: st.rec.Hold.Op, Duration: time.Since(st.appliedAt), Revision: rev, At: time.Now().UTC()}
-	err = c.st.ChangeMode(ctx, &mvcc.ModeChange{Epoch: st.epoch, AtRev: rev, Record: next.encode(), HoldLeases: holdLeases, RenewLeases: renew})
+	mc := next.change(st.epoch, rev)
+	mc.RenewLeases = renew
+	err = c.st.ChangeMode(ctx, mc)
 	if errors.Is(err, mvcc.ErrRevisionMoved) {
 		return errLevelAgain
 	}
@@ -200,7 +202,7 @@ func (c *Controller) abandon(ctx context.Context, st *memberState, reason string
 	next.Hold, next.LastAbort = nil, reason
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := c.st.ChangeMode(actx, &mvcc.ModeChange{Epoch: st.epoch, Record: next.encode(), HoldLeases: next.holdsLeases()})
+	err := c.st.ChangeMode(actx, next.change(st.epoch, 0))
 	if err != nil && !errors.Is(err, mvcc.ErrModeConflict) {
 		c.log.Error("mirror: could not abandon the transition; a new leader will", "err", err)
 	}
@@ -219,7 +221,7 @@ func (c *Controller) fail(ctx context.Context, cause error) {
 			next.Hold, next.LastAbort = nil, next.Hold.Op+" abandoned: the replay failed"
 		}
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := c.st.ChangeMode(fctx, &mvcc.ModeChange{Epoch: st.epoch, Record: next.encode(), HoldLeases: next.holdsLeases()})
+		err := c.st.ChangeMode(fctx, next.change(st.epoch, 0))
 		cancel()
 		if err == nil {
 			return

@@ -36,6 +36,10 @@ type ModeChange struct {
 	// HoldLeases stops lease expiry while set (the leases belong to the
 	// cluster the store mirrors); it is persisted with the record.
 	HoldLeases bool
+	// AcceptReplay lets replayed revisions in (ReplayBatch.Txns) while set:
+	// a batch proposed by a replay that the mode has since ended (a cut-over)
+	// never applies. Persisted with the record.
+	AcceptReplay bool
 	// RenewLeases gives every lease its full TTL again, from the apply.
 	RenewLeases bool
 }
@@ -83,6 +87,9 @@ var (
 	// ErrReplayOrder refuses a replay batch that does not start right after
 	// the store's revision (a stale or reordered proposal): nothing applied.
 	ErrReplayOrder = errors.New("mvcc: replayed revisions out of order")
+	// ErrNotReplaying refuses replayed revisions while the mode does not
+	// accept them (ModeChange.AcceptReplay): nothing applied.
+	ErrNotReplaying = errors.New("mvcc: the store takes no replayed revisions in its mode")
 	// ErrReplayDiverged is returned when a replayed transaction does not
 	// find the state the other cluster had before it, or does not make the
 	// revision it had: the two have diverged.
@@ -166,13 +173,13 @@ func (s *Store) Mode() (uint64, []byte) {
 // LeasesHeld reports whether lease expiry is held by the mode.
 func (s *Store) LeasesHeld() bool { return s.ext.holdLeases.Load() }
 
-func (s *Store) publishMode(ev ModeEvent, hold *bool) {
+func (s *Store) publishMode(ev ModeEvent, f *modeFlags) {
 	st := &s.ext
 	st.mu.Lock()
 	if ev.Notice == nil {
 		st.epoch, st.record = ev.Epoch, ev.Record
-		if hold != nil {
-			st.holdLeases.Store(*hold)
+		if f != nil {
+			st.holdLeases.Store(*f&flagHoldLeases != 0)
 		}
 	}
 	obs := append([]func(ModeEvent){}, st.observers...)
@@ -189,7 +196,7 @@ func (s *Store) loadMode() error {
 	if err != nil {
 		return err
 	}
-	epoch, hold, record, err := decodeModeValue(v)
+	epoch, flags, record, err := decodeModeValue(v)
 	if err != nil {
 		return fmt.Errorf("%w in data dir %s; the data dir is damaged", err, s.dir)
 	}
@@ -198,29 +205,54 @@ func (s *Store) loadMode() error {
 		s.ext.holdLeases.Store(s.opts.HoldLeases)
 		return nil
 	}
-	s.publishMode(ModeEvent{Epoch: epoch, Record: record}, &hold)
+	s.publishMode(ModeEvent{Epoch: epoch, Record: record}, &flags)
 	return nil
 }
 
-func encodeModeValue(epoch uint64, hold bool, record []byte) []byte {
-	v := putInt64(int64(epoch))
-	if hold {
-		v = append(v, 1)
-	} else {
-		v = append(v, 0)
+// modeFlags are the mode's effects on the store, persisted with the record.
+type modeFlags byte
+
+const (
+	flagHoldLeases modeFlags = 1 << iota
+	flagAcceptReplay
+)
+
+func (c *ModeChange) flags() modeFlags {
+	var f modeFlags
+	if c.HoldLeases {
+		f |= flagHoldLeases
 	}
-	return append(v, record...)
+	if c.AcceptReplay {
+		f |= flagAcceptReplay
+	}
+	return f
 }
 
-func decodeModeValue(v []byte) (epoch uint64, hold bool, record []byte, err error) {
+// m/mode is the epoch (8 bytes), the flags (1 byte), then the record.
+func encodeModeValue(epoch uint64, f modeFlags, record []byte) []byte {
+	return append(append(putInt64(int64(epoch)), byte(f)), record...)
+}
+
+func decodeModeValue(v []byte) (epoch uint64, f modeFlags, record []byte, err error) {
 	if v == nil {
-		return 0, false, nil, nil
+		return 0, 0, nil, nil
 	}
 	if len(v) < 9 {
-		return 0, false, nil, fmt.Errorf("malformed %s", metaMode)
+		return 0, 0, nil, fmt.Errorf("malformed %s", metaMode)
 	}
 	e, _ := getInt64(v[:8])
-	return uint64(e), v[8] == 1, append([]byte(nil), v[9:]...), nil
+	return uint64(e), modeFlags(v[8]), append([]byte(nil), v[9:]...), nil
+}
+
+// modeAt reads the mode's epoch and flags as the group's batch sees them
+// (earlier changes of the group included).
+func (w *writeTxn) modeAt() (uint64, modeFlags, error) {
+	v, err := w.s.get(w.b, metaMode)
+	if err != nil {
+		return 0, 0, err
+	}
+	epoch, f, _, err := decodeModeValue(v)
+	return epoch, f, err
 }
 
 // applyExtension evaluates one extension against the group's batch.
@@ -239,11 +271,7 @@ func (w *writeTxn) applyExtension(x *Extension) (any, error) {
 }
 
 func (w *writeTxn) applyMode(c *ModeChange) error {
-	v, err := w.s.get(w.b, metaMode) // the batch: sees earlier changes of the group
-	if err != nil {
-		return err
-	}
-	epoch, _, _, err := decodeModeValue(v)
+	epoch, _, err := w.modeAt()
 	if err != nil {
 		return err
 	}
@@ -253,11 +281,11 @@ func (w *writeTxn) applyMode(c *ModeChange) error {
 	if c.AtRev != 0 && c.AtRev != w.currentRev() {
 		return fmt.Errorf("%w: at %d, not %d", ErrRevisionMoved, w.currentRev(), c.AtRev)
 	}
-	next, hold, record := epoch+1, c.HoldLeases, append([]byte(nil), c.Record...)
-	_ = w.b.Set(metaMode, encodeModeValue(next, hold, record), nil)
+	next, flags, record := epoch+1, c.flags(), append([]byte(nil), c.Record...)
+	_ = w.b.Set(metaMode, encodeModeValue(next, flags, record), nil)
 	renew := c.RenewLeases
 	w.afterCommit = append(w.afterCommit, func() {
-		w.s.publishMode(ModeEvent{Epoch: next, Record: record}, &hold)
+		w.s.publishMode(ModeEvent{Epoch: next, Record: record}, &flags)
 		if renew {
 			w.s.PromoteLeases(0)
 		}

@@ -31,7 +31,7 @@ func EncodeExtension(id uint64, x *Extension) ([]byte, error) {
 		b = append(b, extMode)
 		b = binary.BigEndian.AppendUint64(b, c.Epoch)
 		b = binary.AppendVarint(b, c.AtRev)
-		b = append(b, flagByte(c.HoldLeases)|flagByte(c.RenewLeases)<<1)
+		b = append(b, flagByte(c.HoldLeases)|flagByte(c.RenewLeases)<<1|flagByte(c.AcceptReplay)<<2)
 		return append(b, c.Record...), nil
 	case x.Notice != nil:
 		return append(append(b, extNotice), x.Notice...), nil
@@ -84,7 +84,7 @@ func DecodeExtension(data []byte) (id uint64, x *Extension, ok bool, err error) 
 	case extMode:
 		c := &ModeChange{Epoch: d.u64(), AtRev: d.varint()}
 		f := d.byte()
-		c.HoldLeases, c.RenewLeases = f&1 != 0, f&2 != 0
+		c.HoldLeases, c.RenewLeases, c.AcceptReplay = f&1 != 0, f&2 != 0, f&4 != 0
 		c.Record = d.rest()
 		x.Mode = c
 	case extNotice:
