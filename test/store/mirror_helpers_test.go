@@ -29,6 +29,19 @@ type mirrorRig struct {
 	// toEtcd is the client certificate the store members use against etcd
 	// (kubeadm's apiserver-etcd-client).
 	toEtcd keyPair
+	// used are the ports handed out (freeAddr may hand out one twice).
+	used map[string]bool
+}
+
+// addr is a free loopback address no member of the rig has yet.
+func (r *mirrorRig) addr() string {
+	for {
+		a := freeAddr(r.t)
+		if !r.used[a] {
+			r.used[a] = true
+			return a
+		}
+	}
 }
 
 func newMirrorRig(t *testing.T) *mirrorRig {
@@ -37,7 +50,7 @@ func newMirrorRig(t *testing.T) *mirrorRig {
 	binary(t, envEtcd, "", "set it to the output of `scripts/deps.sh path etcd`")
 	etcdctlBin(t)
 	dir := t.TempDir()
-	r := &mirrorRig{t: t, dir: dir, PKI: newPKI(t, filepath.Join(dir, "pki"), "qk-mirror-ca"), token: fmt.Sprint("qk-mirror-", time.Now().UnixNano())}
+	r := &mirrorRig{t: t, dir: dir, PKI: newPKI(t, filepath.Join(dir, "pki"), "qk-mirror-ca"), token: fmt.Sprint("qk-mirror-", time.Now().UnixNano()), used: map[string]bool{}}
 	r.toEtcd = r.PKI.issue(t, "store-etcd-client", certSpec{CN: "quantykube-store", Client: true})
 	return r
 }
@@ -49,13 +62,13 @@ func (r *mirrorRig) newServer(kind, name string) *server {
 	s := &server{
 		t: t, Kind: kind, bin: serverBin(t, kind), Name: name,
 		DataDir:    filepath.Join(r.dir, name, "data"),
-		ClientURL:  "https://" + freeAddr(t),
-		MetricsURL: "http://" + freeAddr(t),
+		ClientURL:  "https://" + r.addr(),
+		MetricsURL: "http://" + r.addr(),
 		PKI:        r.PKI,
 		ServerPair: r.PKI.issue(t, "server-"+name, loopbackServer("qk-"+kind)),
 		ClientPair: r.PKI.issue(t, "client-"+name, certSpec{CN: "root", Client: true}),
 		logPath:    filepath.Join(r.dir, name+".log"),
-		peerURL:    "https://" + freeAddr(t),
+		peerURL:    "https://" + r.addr(),
 	}
 	s.clusterArgs = []string{"--listen-peer-urls", s.peerURL, "--initial-advertise-peer-urls", s.peerURL,
 		"--initial-cluster-token", r.token + "-" + kind, "--peer-cert-file", s.ServerPair.Cert, "--peer-key-file", s.ServerPair.Key,
