@@ -46,6 +46,9 @@ func (r *mirrorRig) addr() string {
 
 func newMirrorRig(t *testing.T) *mirrorRig {
 	t.Helper()
+	if serverKind(t) == "etcd" || clusterMembers() > 1 {
+		t.Skip("the mirror tests run etcd and the store side by side, with clusters of their own: they run once, with QK_STORE_CMD=store and without QK_STORE_MEMBERS")
+	}
 	binary(t, envStoreBin, "", "build it with `go build -o /tmp/quantykube ./cmd/quantykube` and set QK_STORE_BIN")
 	binary(t, envEtcd, "", "set it to the output of `scripts/deps.sh path etcd`")
 	etcdctlBin(t)
