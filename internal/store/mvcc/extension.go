@@ -104,10 +104,18 @@ type ExtensionProposer interface {
 
 // extState is the store's mode and its observers.
 type extState struct {
-	mu         sync.Mutex
-	epoch      uint64
-	record     []byte
-	observers  []func(ModeEvent)
+	mu sync.Mutex
+	// epoch and record are the mode as committed (what readers and the
+	// observers see).
+	epoch     uint64
+	record    []byte
+	observers []func(ModeEvent)
+	// evalEpoch and evalFlags are the mode as the applying goroutine has
+	// evaluated it (a group not yet durable included): later requests of
+	// the same or the next group are evaluated against them, as the lessor
+	// keeps leases, without reading the group's batch back.
+	evalEpoch  uint64
+	evalFlags  modeFlags
 	holdLeases atomic.Bool
 	revs       revWaiters
 }
@@ -200,6 +208,9 @@ func (s *Store) loadMode() error {
 	if err != nil {
 		return fmt.Errorf("%w in data dir %s; the data dir is damaged", err, s.dir)
 	}
+	s.ext.mu.Lock()
+	s.ext.evalEpoch, s.ext.evalFlags = epoch, flags
+	s.ext.mu.Unlock()
 	cur, _ := s.Mode()
 	if v == nil && cur == 0 {
 		s.ext.holdLeases.Store(s.opts.HoldLeases)
@@ -244,15 +255,12 @@ func decodeModeValue(v []byte) (epoch uint64, f modeFlags, record []byte, err er
 	return uint64(e), modeFlags(v[8]), append([]byte(nil), v[9:]...), nil
 }
 
-// modeAt reads the mode's epoch and flags as the group's batch sees them
-// (earlier changes of the group included).
-func (w *writeTxn) modeAt() (uint64, modeFlags, error) {
-	v, err := w.s.get(w.b, metaMode)
-	if err != nil {
-		return 0, 0, err
-	}
-	epoch, f, _, err := decodeModeValue(v)
-	return epoch, f, err
+// modeAt returns the mode's epoch and flags as evaluated so far (earlier
+// changes of the group included).
+func (w *writeTxn) modeAt() (uint64, modeFlags) {
+	w.s.ext.mu.Lock()
+	defer w.s.ext.mu.Unlock()
+	return w.s.ext.evalEpoch, w.s.ext.evalFlags
 }
 
 // applyExtension evaluates one extension against the group's batch.
@@ -271,10 +279,7 @@ func (w *writeTxn) applyExtension(x *Extension) (any, error) {
 }
 
 func (w *writeTxn) applyMode(c *ModeChange) error {
-	epoch, _, err := w.modeAt()
-	if err != nil {
-		return err
-	}
+	epoch, _ := w.modeAt()
 	if c.Epoch != epoch {
 		return ErrModeConflict
 	}
@@ -283,6 +288,9 @@ func (w *writeTxn) applyMode(c *ModeChange) error {
 	}
 	next, flags, record := epoch+1, c.flags(), append([]byte(nil), c.Record...)
 	_ = w.b.Set(metaMode, encodeModeValue(next, flags, record), nil)
+	w.s.ext.mu.Lock()
+	w.s.ext.evalEpoch, w.s.ext.evalFlags = next, flags
+	w.s.ext.mu.Unlock()
 	renew := c.RenewLeases
 	w.afterCommit = append(w.afterCommit, func() {
 		w.s.publishMode(ModeEvent{Epoch: next, Record: record}, &flags)

@@ -8,12 +8,8 @@ import "fmt"
 // that then fails stops the batch; those before it stay applied (they are
 // complete revisions) and their events are delivered.
 func (w *writeTxn) applyReplay(b *ReplayBatch) (int64, error) {
-	if len(b.Txns) > 0 {
-		if _, f, err := w.modeAt(); err != nil {
-			return 0, err
-		} else if f&flagAcceptReplay == 0 {
-			return 0, ErrNotReplaying
-		}
+	if _, f := w.modeAt(); len(b.Txns) > 0 && f&flagAcceptReplay == 0 {
+		return 0, ErrNotReplaying
 	}
 	next := w.currentRev() + 1
 	for _, t := range b.Txns {
