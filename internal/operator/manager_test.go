@@ -2,11 +2,13 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 )
@@ -25,18 +27,17 @@ func TestOperatorKilledAtEveryStep(t *testing.T) {
 
 	// The hosts act in the background, as kubelets would.
 	hostsCtx, stopHosts := context.WithCancel(ctx)
-	defer stopHosts()
+	hostsDone := make(chan struct{})
+	defer func() { stopHosts(); <-hostsDone }()
 	go func() {
-		for hostsCtx.Err() == nil {
-			w.hosts.tick(t)
-			time.Sleep(200 * time.Millisecond)
-		}
+		defer close(hostsDone)
+		wait.UntilWithContext(hostsCtx, func(context.Context) { w.hosts.tick(t) }, hostTick)
 	}()
 
 	restarts := 0
 	run := func(goal v1.Phase) {
 		t.Helper()
-		deadline := time.Now().Add(3 * time.Minute)
+		deadline := time.Now().Add(runTimeout)
 		for time.Now().Before(deadline) {
 			mgr, err := NewManager(asOperator, Options{
 				Image: "quantykube.local/quantykube:dev", LeaderElect: true,
@@ -49,10 +50,12 @@ func TestOperatorKilledAtEveryStep(t *testing.T) {
 			mctx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() { done <- mgr.Start(mctx) }()
-			start := stepOf(t, w)
-			for time.Now().Before(deadline) && stepOf(t, w) == start {
-				time.Sleep(100 * time.Millisecond)
-			}
+			start := stepOf(w)
+			// Until a new step is recorded, or the run's deadline (checked
+			// below); a timeout here is not an error.
+			_ = wait.PollUntilContextTimeout(ctx, stepWatch, time.Until(deadline), true, func(context.Context) (bool, error) {
+				return stepOf(w) != start, nil
+			})
 			stop() // the operator dies right after a step was recorded
 			if err := <-done; err != nil {
 				t.Fatalf("manager: %v", err)
@@ -67,7 +70,7 @@ func TestOperatorKilledAtEveryStep(t *testing.T) {
 			}
 		}
 		in := w.installation(t)
-		t.Fatalf("not %s after 3 minutes: phase %s step %s (%s)", goal, in.Status.Phase, in.Status.Step, in.Status.Message)
+		t.Fatalf("not %s after %v: phase %s step %s (%s)", goal, runTimeout, in.Status.Phase, in.Status.Step, in.Status.Message)
 	}
 	run(v1.PhaseMoved)
 	checkGoal(t, w.installation(t), v1.PhaseMoved)
@@ -80,13 +83,20 @@ func TestOperatorKilledAtEveryStep(t *testing.T) {
 	noHostPods(t, api.Client)
 }
 
-// stepOf is the recorded (phase, step, node, attempt), or "" before the
-// Installation exists.
-func stepOf(t *testing.T, w *world) string {
+// Waits of TestOperatorKilledAtEveryStep.
+const (
+	hostTick   = 200 * time.Millisecond // the fake hosts act, as kubelets would
+	stepWatch  = 100 * time.Millisecond // a new step recorded
+	runTimeout = 3 * time.Minute        // a move, or an undo, with a restart at every step
+)
+
+// stepOf is the recorded (phase, step, node, attempt, journal check), or ""
+// before the Installation exists (or while it cannot be read).
+func stepOf(w *world) string {
 	in := &v1.Installation{}
 	if err := w.api.Client.Get(context.Background(), types.NamespacedName{Name: v1.Name}, in); err != nil {
 		return ""
 	}
 	s := in.Status
-	return string(s.Phase) + "/" + s.Step + "/" + s.Node + "/" + string(rune('0'+s.Attempt))
+	return fmt.Sprintf("%s/%s/%s/%d/%d", s.Phase, s.Step, s.Node, s.Attempt, s.JournalCheck)
 }
