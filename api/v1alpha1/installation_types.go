@@ -69,71 +69,50 @@ type RuntimeSpec struct {
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 }
 
-// Phase is the Installation's coarse state.
-// +kubebuilder:validation:Enum=Pending;Moving;Moved;Undoing;Undone;Failed
-type Phase string
-
-// Phases. Moving and Undoing are the only phases in which steps run.
-const (
-	PhasePending Phase = "Pending"
-	PhaseMoving  Phase = "Moving"
-	PhaseMoved   Phase = "Moved"
-	PhaseUndoing Phase = "Undoing"
-	PhaseUndone  Phase = "Undone"
-	PhaseFailed  Phase = "Failed"
-)
-
-// Step names, in the order they run for one node (StepStore runs once, first
-// when moving, last when undoing).
-const (
-	StepStore = "store"
-	// StepPreflight runs the node's install checks on the node before it is
-	// cordoned or drained (moving only): a refusal leaves it untouched.
-	StepPreflight = "preflight"
-	StepCordon    = "cordon"
-	StepDrain     = "drain"
-	StepRuntime   = "runtime"
-	StepWaitReady = "wait-ready"
-	StepUncordon  = "uncordon"
-	StepDone      = "done"
-)
-
-// Steps of a node whose move passed its deadline after host work began: its
-// own undo runs (rollback), then the operator waits until the node is Ready
-// on its old runtime (rollback-wait). The phase is already Failed.
-const (
-	StepRollback     = "rollback"
-	StepRollbackWait = "rollback-wait"
-)
-
 // InstallationStatus is written before every step, so an operator restarted
 // at any point reads where it was and goes on.
 type InstallationStatus struct {
 	// ObservedGeneration is the spec generation the phase refers to.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is the Installation's coarse state: Pending, Moving, Moved,
+	// Undoing, Undone or Failed.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
-	// Step is the step now running ("store", "preflight", "cordon", "drain", "runtime",
-	// "wait-ready", "uncordon"; "rollback", "rollback-wait" for a node that
-	// passed its deadline) or "done".
+	// Step is the step now running (store, preflight, cordon, drain, runtime,
+	// wait-ready, uncordon; rollback, rollback-wait for a node that passed its
+	// deadline), done when a run ended well, or empty.
 	// +optional
-	Step string `json:"step,omitempty"`
+	Step Step `json:"step,omitempty"`
 	// Node is the node Step acts on ("" for the store).
 	// +optional
 	Node string `json:"node,omitempty"`
 	// StepStarted is when Step began.
 	// +optional
 	StepStarted *metav1.Time `json:"stepStarted,omitempty"`
-	// Attempt counts how often the current step's host pod was started.
+	// Attempt numbers the current step's host pod: 0 before the first is
+	// recorded, 1 for the first, N+1 once pod N died without a result (at
+	// most 3, then the step fails). It is written before the pod it names is
+	// created, so a restarted operator follows that pod instead of starting
+	// another. It means nothing else: the wait-ready step's journal checks
+	// are numbered by journalCheck, a node's cordon record is
+	// nodes[].cordonRecorded.
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
+	// JournalCheck numbers the wait-ready step's host-journal check pods: 0
+	// while no check is due, N once check pod N is recorded (written before
+	// it is created). A node still Ready on its old runtime past the check
+	// grace is checked through its host journal, one pod after another,
+	// until the journal says the run rolled back or the node switches.
+	// +optional
+	JournalCheck int32 `json:"journalCheck,omitempty"`
 	// Message says in one line where things are.
 	// +optional
 	Message string `json:"message,omitempty"`
-	// Store is the store's state: Pending, Moving, Moved, Undoing, Undone, Failed.
+	// Store is the store's state: Pending, Moving, Moved, Undoing, Undone or
+	// Failed.
 	// +optional
-	Store string `json:"store,omitempty"`
+	Store Phase `json:"store,omitempty"`
 	// Nodes is each selected node's state, in the order they are moved.
 	// +optional
 	// +listType=map
@@ -151,8 +130,9 @@ type InstallationStatus struct {
 // NodeStatus is one node's move.
 type NodeStatus struct {
 	Name string `json:"name"`
-	// State is Pending, a step name while it runs, Moved, Undone or Failed.
-	State string `json:"state"`
+	// State is Pending, the name of the step that runs on the node, Moved,
+	// Undone or Failed.
+	State NodeState `json:"state"`
 	// WasCordoned records that the node was already unschedulable before we
 	// cordoned it; then it is not uncordoned at the end. Meaningful once
 	// CordonRecorded is set.
@@ -169,13 +149,6 @@ type NodeStatus struct {
 	// +optional
 	Message string `json:"message,omitempty"`
 }
-
-// Condition types.
-const (
-	ConditionReady       = "Ready"
-	ConditionProgressing = "Progressing"
-	ConditionDegraded    = "Degraded"
-)
 
 // InstallationList is a list of Installations.
 //

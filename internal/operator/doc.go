@@ -7,6 +7,15 @@
 //   - A pass reads the world, acts on the one step recorded in status, and
 //     requeues. The next step is written to status before it is acted on, so
 //     an operator restarted at any point (its own node is drained) resumes it.
+//   - A pass computes the new status and writes it once, at its end
+//     (Reconciler.record); its Events are sent only with that write. A pass
+//     that meets a transient error records nothing and is retried. Passes run
+//     one at a time (ctrlOptions).
+//   - status.attempt numbers the step's host pod and nothing else; the
+//     wait-ready journal checks are status.journalCheck, a node's cordon
+//     record its own fields (api/v1alpha1).
+//   - Ready, Progressing and Degraded follow from the status each pass
+//     computes (setConditions), each with its own reason and message.
 //   - Host work (install/undo store|runtime) runs in short-lived privileged
 //     pods (hostrun) that start a transient systemd unit on the host and
 //     follow its journal; a pod that dies is replaced by one that reads the

@@ -2,14 +2,17 @@ package operator
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -51,7 +54,9 @@ func (f *fakeHosts) tick(t *testing.T) {
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if p.DeletionTimestamp != nil {
-			_ = f.c.Delete(ctx, p, client.GracePeriodSeconds(0))
+			if err := f.c.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatalf("force-delete pod %s: %v", p.Name, err)
+			}
 			continue
 		}
 		if p.Namespace != Namespace || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -78,31 +83,32 @@ func hasArg(p *corev1.Pod, arg string) bool {
 func (f *fakeHosts) finish(t *testing.T, p *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
-	subject, op, node := p.Labels["install.quantyroot.io/subject"], p.Labels["install.quantyroot.io/op"], p.Spec.NodeName
-	key := subject + "/" + node
+	subject, op, node := v1.Subject(p.Labels[LabelSubject]), v1.Operation(p.Labels[LabelOp]), p.Spec.NodeName
+	key := string(subject) + "/" + node
 	check := hasArg(p, "--check")
+	install := op == v1.OperationInstall
 	res := hostrun.Result{Subject: subject, Op: op, State: hostrun.StateDone}
 	switch {
 	case hasArg(p, "--preflight"):
 		if why := f.refuse[node]; why != "" {
 			res.State, res.Detail = hostrun.StateRefused, why
 		}
-	case subject == "runtime" && op == "install" && f.rollBack[node]:
+	case subject == v1.SubjectRuntime && install && f.rollBack[node]:
 		res.State, res.Detail = hostrun.StateStarted, ""
 		if check {
 			res.State, res.Detail = hostrun.StateRolledBack, "start-runtime: injected fault"
 		}
 	case check:
-		if f.installed[key] != (op == "install") {
+		if f.installed[key] != install {
 			res.State = hostrun.StateNone
 		}
 	default:
-		f.installed[key] = op == "install"
-		if subject == "store" {
+		f.installed[key] = install
+		if subject == v1.SubjectStore {
 			res.Detail = "API-server downtime: 6.4s"
 		} else {
 			res.State = hostrun.StateStarted
-			f.setRuntime(t, node, op == "install")
+			f.setRuntime(t, node, install)
 		}
 	}
 	phase := corev1.PodSucceeded
@@ -144,7 +150,6 @@ type world struct {
 
 func newWorld(t *testing.T, api *testAPI, kubeadm bool, controlPlanes []string, workers []string) *world {
 	t.Helper()
-	ctx := context.Background()
 	c := api.Client
 	resetWorld(t, c)
 	if kubeadm {
@@ -173,7 +178,6 @@ func newWorld(t *testing.T, api *testAPI, kubeadm bool, controlPlanes []string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = ctx
 	return &world{api: api, hosts: newFakeHosts(c), kube: kube}
 }
 
@@ -199,39 +203,65 @@ func mustCreate(t *testing.T, c client.Client, o client.Object) {
 	}
 }
 
+// resetTimeout bounds the removal of what an earlier subtest left.
+const resetTimeout = 20 * time.Second
+
 // resetWorld removes what an earlier subtest left: the Installation, nodes,
 // pods, kubeadm-config.
 func resetWorld(t *testing.T, c client.Client) {
 	t.Helper()
 	ctx := context.Background()
-	_ = c.DeleteAllOf(ctx, &v1.Installation{})
-	_ = c.DeleteAllOf(ctx, &corev1.Node{})
-	for _, ns := range []string{"default", Namespace} {
-		_ = c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(ns), client.GracePeriodSeconds(0))
+	for _, del := range []func() error{
+		func() error { return c.DeleteAllOf(ctx, &v1.Installation{}) },
+		func() error { return c.DeleteAllOf(ctx, &corev1.Node{}) },
+		func() error {
+			return c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("default"), client.GracePeriodSeconds(0))
+		},
+		func() error {
+			return c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(Namespace), client.GracePeriodSeconds(0))
+		},
+		func() error {
+			return c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubeadm-config"}})
+		},
+	} {
+		if err := del(); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("reset: %v", err)
+		}
 	}
-	_ = c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kubeadm-config"}})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	left := "nothing listed yet"
+	err := wait.PollUntilContextTimeout(ctx, apiPoll, resetTimeout, true, func(ctx context.Context) (bool, error) {
 		var l v1.InstallationList
 		var nl corev1.NodeList
 		var pl corev1.PodList
-		_ = c.List(ctx, &l)
-		_ = c.List(ctx, &nl)
-		_ = c.List(ctx, &pl, client.InNamespace("default"))
-		if len(l.Items)+len(nl.Items)+len(pl.Items) == 0 {
-			break
+		for _, list := range []client.ObjectList{&l, &nl} {
+			if err := c.List(ctx, list); err != nil {
+				left = err.Error()
+				return false, nil
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("reset: %d installations, %d nodes, %d pods remain", len(l.Items), len(nl.Items), len(pl.Items))
+		if err := c.List(ctx, &pl, client.InNamespace("default")); err != nil {
+			left = err.Error()
+			return false, nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		left = fmt.Sprintf("%d installations, %d nodes, %d pods remain", len(l.Items), len(nl.Items), len(pl.Items))
+		return len(l.Items)+len(nl.Items)+len(pl.Items) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("reset after %v: %s", resetTimeout, left)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
-	_ = c.Create(ctx, ns)
-	// No kube-controller-manager here: make the default service accounts
-	// its token controller would.
+	// The namespace stays from an earlier subtest, and so do the default
+	// service accounts (made here, as kube-controller-manager's token
+	// controller would: there is none).
+	mustCreateOrExists(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}})
 	for _, n := range []string{"default", Namespace} {
-		_ = c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "default"}})
+		mustCreateOrExists(t, c, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "default"}})
+	}
+}
+
+func mustCreateOrExists(t *testing.T, c client.Client, o client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), o); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create %T %s: %v", o, o.GetName(), err)
 	}
 }
 
@@ -269,7 +299,7 @@ func (w *world) runUntil(t *testing.T, max int, want ...v1.Phase) ([]string, *v1
 	for i := 0; i < max; i++ {
 		w.pass(t)
 		in := w.installation(t)
-		if s := in.Status.Step + "@" + in.Status.Node; in.Status.Step != "" && in.Status.Step != v1.StepDone && (len(steps) == 0 || steps[len(steps)-1] != s) {
+		if s := string(in.Status.Step) + "@" + in.Status.Node; in.Status.Step != "" && in.Status.Step != v1.StepDone && (len(steps) == 0 || steps[len(steps)-1] != s) {
 			steps = append(steps, s)
 		}
 		for _, p := range want {
@@ -281,6 +311,31 @@ func (w *world) runUntil(t *testing.T, max int, want ...v1.Phase) ([]string, *v1
 	in := w.installation(t)
 	t.Fatalf("after %d passes phase %s step %s node %s (%s); steps %v", max, in.Status.Phase, in.Status.Step, in.Status.Node, in.Status.Message, steps)
 	return nil, nil
+}
+
+// Pacing of passes that must be spread in real time (a node's deadline has
+// to pass): passPace between passes, and a deadline noticed within
+// deadlineSlack of its passing.
+const (
+	passPace      = 250 * time.Millisecond
+	deadlineSlack = 12 * time.Second
+)
+
+// passUntil runs a pass every pace until done(Installation) holds, and
+// returns the Installation; it fails the test after timeout, saying what it
+// waited for.
+func (w *world) passUntil(t *testing.T, pace, timeout time.Duration, what string, done func(*v1.Installation) bool) *v1.Installation {
+	t.Helper()
+	var in *v1.Installation
+	err := wait.PollUntilContextTimeout(context.Background(), pace, timeout, true, func(context.Context) (bool, error) {
+		w.pass(t)
+		in = w.installation(t)
+		return done(in), nil
+	})
+	if err != nil {
+		t.Fatalf("not %s after %v: phase %s step %s node %s (%s)", what, timeout, in.Status.Phase, in.Status.Step, in.Status.Node, in.Status.Message)
+	}
+	return in
 }
 
 // testWriter sends the reconciler's log lines to t.Log.

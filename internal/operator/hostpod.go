@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -18,10 +19,13 @@ import (
 	"github.com/quantyroot/quantykube/internal/operator/hostrun"
 )
 
-// Labels on every host pod.
+// Labels on every host pod: LabelManagedBy=ManagedBy, and the host
+// operation's subject (v1.Subject) and operation (v1.Operation).
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "quantykube-operator"
+	LabelSubject   = "install.quantyroot.io/subject"
+	LabelOp        = "install.quantyroot.io/op"
 )
 
 // hostPodDeadline bounds one host pod (activeDeadlineSeconds).
@@ -35,7 +39,7 @@ type hostJob struct {
 	Check  bool // only report the journal; start nothing
 	// Preflight runs only the install's checks that need no drained node.
 	Preflight bool
-	Detach bool // start the unit and exit, do not follow it
+	Detach    bool // start the unit and exit, do not follow it
 	// Since: host runs started before it belong to earlier attempts (the
 	// step's start for the store, the node's start for node steps).
 	Since *metav1.Time
@@ -57,7 +61,7 @@ func (j hostJob) name(attempt int32) string {
 // `quantykube operator host` (hostrun), which reaches the host through
 // /proc/1/root.
 func (r *Reconciler) hostPod(in *v1.Installation, j hostJob, attempt int32) (*corev1.Pod, error) {
-	args := []string{"operator", "host", j.Target.Op, j.Target.Subject}
+	args := []string{"operator", "host", string(j.Target.Op), string(j.Target.Subject)}
 	if j.Since != nil {
 		args = append(args, "--since="+j.Since.UTC().Format(time.RFC3339))
 	}
@@ -74,9 +78,9 @@ func (r *Reconciler) hostPod(in *v1.Installation, j hostJob, attempt int32) (*co
 		ObjectMeta: metav1.ObjectMeta{
 			Name: j.name(attempt), Namespace: r.Namespace,
 			Labels: map[string]string{
-				LabelManagedBy:                  ManagedBy,
-				"install.quantyroot.io/subject": j.Target.Subject,
-				"install.quantyroot.io/op":      j.Target.Op,
+				LabelManagedBy: ManagedBy,
+				LabelSubject:   string(j.Target.Subject),
+				LabelOp:        string(j.Target.Op),
 			},
 		},
 		Spec: corev1.PodSpec{
@@ -180,16 +184,30 @@ func (r *Reconciler) deleteHostPod(ctx context.Context, j hostJob, attempt int32
 const maxAttempts = 3
 
 // deleteStepPods removes every host pod (they all belong to the step that
-// just ended): no installer pod stays behind, whatever state it is in.
-func (r *Reconciler) deleteStepPods(ctx context.Context) {
+// just ended): no installer pod stays behind, whatever state it is in. It
+// tries every pod and returns what failed.
+func (r *Reconciler) deleteStepPods(ctx context.Context) error {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(r.Namespace), client.MatchingLabels{LabelManagedBy: ManagedBy}); err != nil {
-		r.Log.Warn("list host pods", "err", err)
-		return
+		return fmt.Errorf("list host pods in %s: %w", r.Namespace, err)
 	}
+	var errs []error
 	for i := range pods.Items {
 		if err := r.Client.Delete(ctx, &pods.Items[i]); err != nil && !apierrors.IsNotFound(err) {
-			r.Log.Warn("delete host pod", "pod", pods.Items[i].Name, "err", err)
+			errs = append(errs, fmt.Errorf("delete host pod %s: %w", pods.Items[i].Name, err))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteStepPodsAfter removes the host pods of t, which just ended (well,
+// failed or timed out). A failure is logged with the step and the run goes
+// on: the pods are owned by the Installation and hold no work (their host
+// units run on the host, and a later host pod follows the journal, never
+// reruns blindly); the log names what to delete by hand.
+func (r *Reconciler) deleteStepPodsAfter(ctx context.Context, t task) {
+	if err := r.deleteStepPods(ctx); err != nil {
+		r.Log.Warn("host pods of an ended step left behind; delete them by hand", "step", t.Step, "node", t.Node,
+			"selector", LabelManagedBy+"="+ManagedBy, "namespace", r.Namespace, "err", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 	"github.com/quantyroot/quantykube/internal/operator/hostrun"
 )
 
@@ -13,13 +14,13 @@ func TestReadHostPod(t *testing.T) {
 	term := func(msg string, code int32) corev1.ContainerStatus {
 		return corev1.ContainerStatus{Name: "host", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg, ExitCode: code, Reason: "Error"}}}
 	}
-	done := hostrun.Result{Subject: "store", Op: "install", State: hostrun.StateDone, Detail: "API-server downtime: 5s"}
+	done := hostrun.Result{Subject: v1.SubjectStore, Op: v1.OperationInstall, State: hostrun.StateDone, Detail: "API-server downtime: 5s"}
 	for _, tc := range []struct {
 		name     string
 		phase    corev1.PodPhase
 		cs       corev1.ContainerStatus
 		finished bool
-		state    string
+		state    hostrun.State
 		reason   string
 	}{
 		{"running", corev1.PodRunning, corev1.ContainerStatus{}, false, "", ""},

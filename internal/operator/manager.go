@@ -18,12 +18,12 @@ import (
 
 // Options configure the operator's manager.
 type Options struct {
-	Image          string // the quantykube image of the host pods
-	Namespace      string // the operator's namespace (default Namespace)
-	LeaderElect    bool
-	MetricsAddr    string // "0" turns metrics off
-	ProbeAddr      string // "0" turns probes off
-	Log            *slog.Logger
+	Image       string // the quantykube image of the host pods
+	Namespace   string // the operator's namespace (default Namespace)
+	LeaderElect bool
+	MetricsAddr string // "0" turns metrics off
+	ProbeAddr   string // "0" turns probes off
+	Log         *slog.Logger
 	// PodName and PodNamespace name the operator's own pod (empty outside one).
 	PodName, PodNamespace string
 	skipNameChecks        bool // tests start several managers in one process

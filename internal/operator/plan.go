@@ -6,16 +6,16 @@ import (
 
 // task is one step of a run: the store, or a step on one node.
 type task struct {
-	Step string
+	Step v1.Step
 	Node string // "" for the store
 }
 
 // nodeSteps is the order of one node's steps when moving; undoing skips the
 // preflight (the node's undo checks run inside its runtime step).
-var nodeSteps = []string{v1.StepPreflight, v1.StepCordon, v1.StepDrain, v1.StepRuntime, v1.StepWaitReady, v1.StepUncordon}
+var nodeSteps = []v1.Step{v1.StepPreflight, v1.StepCordon, v1.StepDrain, v1.StepRuntime, v1.StepWaitReady, v1.StepUncordon}
 
 // firstNodeStep is where a node's run starts in the given direction.
-func firstNodeStep(undo bool) string {
+func firstNodeStep(undo bool) v1.Step {
 	if undo {
 		return v1.StepCordon
 	}
@@ -41,28 +41,45 @@ func goalPhase(undo bool) v1.Phase {
 	return v1.PhaseMoved
 }
 
+// goalNodeState is the state of a node whose run ended well.
+func goalNodeState(undo bool) v1.NodeState {
+	if undo {
+		return v1.NodeStateUndone
+	}
+	return v1.NodeStateMoved
+}
+
+// opOf is the operation of the run under way: undo while undoing, or when
+// the spec asks for it and no move runs; else install.
+func opOf(in *v1.Installation) v1.Operation {
+	if in.Status.Phase == v1.PhaseUndoing || (in.Status.Phase != v1.PhaseMoving && in.Spec.Undo) {
+		return v1.OperationUndo
+	}
+	return v1.OperationInstall
+}
+
 // firstTask is where a run in the given direction starts, or ok=false when
 // the goal already stands. Moving: the store first, then each node not yet
 // Moved, in status order. Undoing: each node that was touched, in reverse
 // order, then the store.
 func firstTask(st *v1.InstallationStatus, storeWanted, undo bool) (task, bool) {
 	if !undo {
-		if storeWanted && st.Store != string(v1.PhaseMoved) {
+		if storeWanted && st.Store != v1.PhaseMoved {
 			return task{Step: v1.StepStore}, true
 		}
 		for _, n := range st.Nodes {
-			if n.State != string(v1.PhaseMoved) {
+			if n.State != v1.NodeStateMoved {
 				return task{Step: firstNodeStep(false), Node: n.Name}, true
 			}
 		}
 		return task{}, false
 	}
 	for i := len(st.Nodes) - 1; i >= 0; i-- {
-		if s := st.Nodes[i].State; s != string(v1.PhasePending) && s != string(v1.PhaseUndone) {
+		if s := st.Nodes[i].State; s != v1.NodeStatePending && s != v1.NodeStateUndone {
 			return task{Step: firstNodeStep(true), Node: st.Nodes[i].Name}, true
 		}
 	}
-	if s := st.Store; s != "" && s != string(v1.PhasePending) && s != string(v1.PhaseUndone) {
+	if s := st.Store; s != "" && s != v1.PhasePending && s != v1.PhaseUndone {
 		return task{Step: v1.StepStore}, true
 	}
 	return task{}, false

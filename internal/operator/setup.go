@@ -34,7 +34,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.Installation{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Pod{}).
 		Watches(&corev1.Node{}, toInstallation, builder.WithPredicates(predicate.LabelChangedPredicate{})).
-		WithOptions(ctrlOptions()).
+		WithOptions(ctrlOptions()). // one pass at a time: ctrlOptions says why it must be
+
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("set up the installation controller: %w", err)

@@ -93,11 +93,12 @@ func (r *Reconciler) drainStep(ctx context.Context, in *v1.Installation, name st
 		return outcome{done: true}, nil
 	}
 	err := h.DeleteOrEvictPods(pods)
-	left, _ := h.GetPodsForDeletion(name)
-	n := 0
-	if left != nil {
-		n = len(left.Pods())
+	left, errs := h.GetPodsForDeletion(name)
+	if len(errs) > 0 {
+		// Not knowing what is left is not "nothing left": retry the pass.
+		return outcome{}, fmt.Errorf("list the pods left on %s after evicting: %s", name, joinErrs(errs))
 	}
+	n := len(left.Pods())
 	if n == 0 {
 		return outcome{done: true, detail: fmt.Sprintf("%d pods evicted", len(pods))}, nil
 	}
@@ -148,7 +149,7 @@ func (r *Reconciler) blockingBudgets(ctx context.Context, pods []corev1.Pod) []s
 // node where pods run, and the old runtime removes every pod anyway). The
 // host pod is deleted as soon as it has finished.
 func (r *Reconciler) runtimeStep(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
-	j := hostJob{Target: hostrun.Target{Subject: "runtime", Op: opOf(in)}, Node: name, Detach: true, Since: nodeStart(in, name)}
+	j := hostJob{Target: hostrun.Target{Subject: v1.SubjectRuntime, Op: opOf(in)}, Node: name, Detach: true, Since: nodeStart(in, name)}
 	return r.followHostJob(ctx, in, j)
 }
 
@@ -162,13 +163,11 @@ func (r *Reconciler) waitReadyStep(ctx context.Context, in *v1.Installation, nam
 		return outcome{}, err
 	}
 	rt := n.Status.NodeInfo.ContainerRuntimeVersion
-	want := opOf(in) == "install"
-	onQK := strings.HasPrefix(rt, runtimePrefix)
 	if !nodeReady(n) {
 		return outcome{progress: fmt.Sprintf("waiting for Ready (runtime %s)", rt)}, nil
 	}
 	st := &in.Status
-	if onQK == want {
+	if onRuntimeAsked(in, rt) {
 		// Ready on the runtime asked for: the installer's own last check.
 		// (No check pod: the new runtime need not hold our image.)
 		return outcome{done: true, detail: "Ready on " + rt + r.restartedPods(ctx, name)}, nil
@@ -178,22 +177,36 @@ func (r *Reconciler) waitReadyStep(ctx context.Context, in *v1.Installation, nam
 		// check pod now would be a pod on the node it refuses to move.
 		return outcome{progress: fmt.Sprintf("waiting for the runtime switch (now %s)", rt)}, nil
 	}
-	if st.Attempt == 0 {
-		st.Attempt = 1
+	if st.JournalCheck == 0 {
+		st.JournalCheck = 1 // recorded before the check pod exists
 		return outcome{progress: "Ready; checking the host journal"}, nil
 	}
-	j := hostJob{Target: hostrun.Target{Subject: "runtime", Op: opOf(in)}, Node: name, Check: true, Since: nodeStart(in, name)}
-	hs, err := r.ensureHostPod(ctx, in, j, st.Attempt)
+	return r.checkJournal(ctx, in, name, rt)
+}
+
+// onRuntimeAsked reports whether a node reporting runtime rt runs the one
+// the run asks for: QuantyKube's when installing, another when undoing.
+func onRuntimeAsked(in *v1.Installation, rt string) bool {
+	return strings.HasPrefix(rt, runtimePrefix) == (opOf(in) == v1.OperationInstall)
+}
+
+// checkJournal follows the wait-ready step's check pod number
+// status.journalCheck, which reads the node's runtime journal; a finished
+// one is deleted and the next number recorded.
+func (r *Reconciler) checkJournal(ctx context.Context, in *v1.Installation, name, rt string) (outcome, error) {
+	st := &in.Status
+	j := hostJob{Target: hostrun.Target{Subject: v1.SubjectRuntime, Op: opOf(in)}, Node: name, Check: true, Since: nodeStart(in, name)}
+	hs, err := r.ensureHostPod(ctx, in, j, st.JournalCheck)
 	if err != nil {
 		return outcome{}, err
 	}
 	if !hs.finished {
 		return outcome{progress: fmt.Sprintf("Ready on %s; check pod running", rt)}, nil
 	}
-	if err := r.deleteHostPod(ctx, j, st.Attempt); err != nil {
+	if err := r.deleteHostPod(ctx, j, st.JournalCheck); err != nil {
 		return outcome{}, err
 	}
-	st.Attempt++
+	st.JournalCheck++
 	if hs.result == nil {
 		return outcome{progress: "check pod gave no result: " + hs.reason}, nil
 	}
@@ -201,7 +214,7 @@ func (r *Reconciler) waitReadyStep(ctx context.Context, in *v1.Installation, nam
 	case hostrun.StateRolledBack:
 		return outcome{failed: fmt.Errorf("%s runtime rolled back on %s: %s", j.Target.Op, name, hs.result.Detail)}, nil
 	case hostrun.StateDone:
-		if onQK == want {
+		if onRuntimeAsked(in, rt) {
 			return outcome{done: true, detail: "runtime " + rt}, nil
 		}
 	}
@@ -227,6 +240,8 @@ func (r *Reconciler) uncordonStep(ctx context.Context, in *v1.Installation, name
 func (r *Reconciler) restartedPods(ctx context.Context, name string) string {
 	pods, err := r.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
 	if err != nil {
+		// The Event goes without the count.
+		r.Log.Warn("count the pods restarted on a node", "node", name, "err", err)
 		return ""
 	}
 	n := 0

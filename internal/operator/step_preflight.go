@@ -28,7 +28,7 @@ func (r *Reconciler) preflightStep(ctx context.Context, in *v1.Installation, nam
 	if stuck != "" {
 		return outcome{failed: errors.New(stuck)}, nil
 	}
-	j := hostJob{Target: hostrun.Target{Subject: "runtime", Op: "install"}, Node: name, Preflight: true, Since: nodeStart(in, name)}
+	j := hostJob{Target: hostrun.Target{Subject: v1.SubjectRuntime, Op: v1.OperationInstall}, Node: name, Preflight: true, Since: nodeStart(in, name)}
 	return r.followHostJob(ctx, in, j)
 }
 

@@ -30,67 +30,75 @@ import (
 // hostWorkMayHaveBegun reports whether a timed-out install step may have
 // started host work on the node (its runtime step or later).
 func hostWorkMayHaveBegun(in *v1.Installation, t task) bool {
-	return opOf(in) == "install" && (t.Step == v1.StepRuntime || t.Step == v1.StepWaitReady)
+	return opOf(in) == v1.OperationInstall && (t.Step == v1.StepRuntime || t.Step == v1.StepWaitReady)
 }
 
-// startRollback records the failure and the rollback step in one write.
-func (r *Reconciler) startRollback(ctx context.Context, in *v1.Installation, t task, cause error) error {
+// startRollback records the failure and the rollback step, in the pass's
+// one write.
+func (r *Reconciler) startRollback(ctx context.Context, p *pass, t task, cause error) {
+	in := p.in
 	st := &in.Status
 	now := metav1.NewTime(r.Now())
-	stepsEnded.WithLabelValues(t.Step, opOf(in), "failed").Inc()
-	r.deleteStepPods(ctx)
+	stepsEnded.WithLabelValues(string(t.Step), string(opOf(in)), "failed").Inc()
+	r.deleteStepPodsAfter(ctx, t)
 	i := nodeIndex(st, t.Node)
-	st.Nodes[i].State, st.Nodes[i].Message = v1.StepRollback, cause.Error()
-	st.Phase, st.Step, st.StepStarted, st.Attempt = v1.PhaseFailed, v1.StepRollback, &now, 0
+	st.Nodes[i].State, st.Nodes[i].Message = v1.StepRollback.NodeState(), cause.Error()
+	clearStep(st)
+	st.Phase, st.Step, st.StepStarted = v1.PhaseFailed, v1.StepRollback, &now
 	st.ObservedGeneration = in.Generation
 	st.Message = fmt.Sprintf("%s failed: %v; rolling the node back (undo runtime)", stepName(in, t), cause)
-	r.setConditions(in, false, true, "NodeTimedOut", st.Message)
-	r.event(in, corev1.EventTypeWarning, "StepFailed", st.Message)
+	setConditions(in, rollbackFailure(in))
+	p.event(corev1.EventTypeWarning, eventStepFailed, st.Message)
 	r.Log.Error("node deadline passed; rolling back", "node", t.Node, "step", t.Step, "err", cause)
-	return r.writeStatus(ctx, in)
 }
 
-// runRollback acts on a rollback step once.
-func (r *Reconciler) runRollback(ctx context.Context, in *v1.Installation, t task) (ctrl.Result, error) {
+// runRollback acts on a rollback step once. An error is transient (nothing
+// recorded, the pass retried).
+func (r *Reconciler) runRollback(ctx context.Context, p *pass, t task) (ctrl.Result, error) {
+	in := p.in
 	st := &in.Status
 	if st.StepStarted != nil && r.Now().Sub(st.StepStarted.Time) > r.nodeTimeout(in) {
-		return ctrl.Result{}, r.finishRollback(ctx, in, t, fmt.Errorf(
+		r.finishRollback(ctx, p, t, fmt.Errorf(
 			"the rollback did not finish within %v; run `quantykube undo runtime` on %s, then set spec.undo to true or change the spec to retry",
 			r.nodeTimeout(in), t.Node))
+		return ctrl.Result{}, nil
 	}
 	var out outcome
 	var err error
 	if t.Step == v1.StepRollback {
-		j := hostJob{Target: hostrun.Target{Subject: "runtime", Op: "undo"}, Node: t.Node, Detach: true, Since: st.StepStarted}
+		j := hostJob{Target: hostrun.Target{Subject: v1.SubjectRuntime, Op: v1.OperationUndo}, Node: t.Node, Detach: true, Since: st.StepStarted}
 		out, err = r.followHostJob(ctx, in, j)
 	} else {
-		out, err = r.rollbackWait(ctx, in, t.Node)
+		out, err = r.rollbackWait(ctx, t.Node)
 	}
 	if err != nil {
-		r.Log.Warn("rollback pass", "step", t.Step, "node", t.Node, "err", err)
-		return ctrl.Result{RequeueAfter: stepPoll}, nil
+		return ctrl.Result{}, retry(fmt.Errorf("roll back node %s (%s): %w", t.Node, t.Step, err))
 	}
 	switch {
 	case out.failed != nil:
-		return ctrl.Result{}, r.finishRollback(ctx, in, t, out.failed)
+		r.finishRollback(ctx, p, t, out.failed)
+		return ctrl.Result{}, nil
 	case out.done && t.Step == v1.StepRollback:
-		r.deleteStepPods(ctx)
+		r.deleteStepPodsAfter(ctx, t)
 		now := metav1.NewTime(r.Now())
-		st.Step, st.StepStarted, st.Attempt = v1.StepRollbackWait, &now, 0
+		clearStep(st)
+		st.Step, st.StepStarted = v1.StepRollbackWait, &now
 		st.Message = rollbackLine(in, "undo runtime started")
-		return ctrl.Result{RequeueAfter: stepGap}, r.writeStatus(ctx, in)
+		setConditions(in, rollbackFailure(in))
+		return ctrl.Result{RequeueAfter: stepGap}, nil
 	case out.done:
-		return ctrl.Result{}, r.finishRollback(ctx, in, t, nil)
+		r.finishRollback(ctx, p, t, nil)
+		return ctrl.Result{}, nil
 	}
 	st.Message = rollbackLine(in, out.progress)
-	r.setConditions(in, false, true, "NodeTimedOut", st.Message)
-	return ctrl.Result{RequeueAfter: stepPoll}, r.writeStatus(ctx, in)
+	setConditions(in, rollbackFailure(in))
+	return ctrl.Result{RequeueAfter: stepPoll}, nil
 }
 
 // rollbackWait is done when the node is Ready on a runtime other than ours.
 // The node stays cordoned, as after any failed node step: a person looks
 // first, and spec.undo uncordons it (if it was not cordoned before us).
-func (r *Reconciler) rollbackWait(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
+func (r *Reconciler) rollbackWait(ctx context.Context, name string) (outcome, error) {
 	n, err := r.getNode(ctx, name)
 	if err != nil {
 		return outcome{}, err
@@ -103,31 +111,39 @@ func (r *Reconciler) rollbackWait(ctx context.Context, in *v1.Installation, name
 }
 
 // finishRollback ends the rollback: the node is Failed with its cause, and
-// the message says how the rollback ended (cause nil: it ended well).
-func (r *Reconciler) finishRollback(ctx context.Context, in *v1.Installation, t task, rbErr error) error {
+// the message says how the rollback ended (rbErr nil: it ended well).
+func (r *Reconciler) finishRollback(ctx context.Context, p *pass, t task, rbErr error) {
+	in := p.in
 	st := &in.Status
 	now := metav1.NewTime(r.Now())
-	r.deleteStepPods(ctx)
-	i := nodeIndex(st, t.Node)
-	n := &st.Nodes[i]
+	r.deleteStepPodsAfter(ctx, t)
+	n := &st.Nodes[nodeIndex(st, t.Node)]
 	cause := n.Message
 	ending := "rolled back; left cordoned (spec.undo uncordons it)"
 	if rbErr != nil {
 		ending = "rollback failed: " + rbErr.Error()
-	} else if node, err := r.getNode(ctx, t.Node); err == nil {
+	} else if node, err := r.getNode(ctx, t.Node); err != nil {
+		// The ending is recorded without the runtime's name.
+		r.Log.Warn("read the node's runtime after its rollback", "node", t.Node, "err", err)
+	} else {
 		ending = "rolled back: Ready on " + node.Status.NodeInfo.ContainerRuntimeVersion + ", left cordoned (spec.undo uncordons it)"
 	}
-	n.State, n.End = string(v1.PhaseFailed), &now
-	st.Step, st.StepStarted, st.Attempt = "", nil, 0
+	n.State, n.End = v1.NodeStateFailed, &now
+	clearStep(st)
 	st.Message = fmt.Sprintf("node %s: %s; %s", t.Node, cause, ending)
-	what := "set spec.undo to true to move everything back, or fix the cause and change the spec to retry"
-	r.setConditions(in, false, false, "NodeTimedOut", st.Message+"; "+what)
+	setConditions(in, &failure{v1.ReasonNodeTimedOut, st.Message + "; " + whatToDo(false)})
 	kind := corev1.EventTypeNormal
 	if rbErr != nil {
 		kind = corev1.EventTypeWarning
 	}
-	r.event(in, kind, "RolledBack", st.Message)
-	return r.writeStatus(ctx, in)
+	p.event(kind, eventRolledBack, st.Message)
+}
+
+// rollbackFailure is what Degraded says while a node is rolled back.
+func rollbackFailure(in *v1.Installation) *failure {
+	st := &in.Status
+	cause := st.Nodes[nodeIndex(st, st.Node)].Message
+	return &failure{v1.ReasonNodeTimedOut, fmt.Sprintf("node %s: %s; it is rolled back by its own undo (undo runtime), then %s", st.Node, cause, whatToDo(false))}
 }
 
 func rollbackLine(in *v1.Installation, what string) string {

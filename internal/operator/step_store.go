@@ -20,7 +20,7 @@ func (r *Reconciler) storeStep(ctx context.Context, in *v1.Installation) (outcom
 	if len(cps) != 1 {
 		return outcome{failed: fmt.Errorf("%d control-plane nodes; exactly one is supported", len(cps))}, nil
 	}
-	j := hostJob{Target: hostrun.Target{Subject: "store", Op: opOf(in)}, Node: cps[0], Since: in.Status.StepStarted}
+	j := hostJob{Target: hostrun.Target{Subject: v1.SubjectStore, Op: opOf(in)}, Node: cps[0], Since: in.Status.StepStarted}
 	return r.followHostJob(ctx, in, j)
 }
 

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -23,9 +24,12 @@ import (
 
 	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 )
 
 // testAPI is a real kube-apiserver on a real etcd, started for one test.
@@ -67,7 +71,10 @@ func startTestAPI(t *testing.T) *testAPI {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	startProc(t, dir, "kube-apiserver", apiBin,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--secure-port="+port,
@@ -102,11 +109,19 @@ func startTestAPI(t *testing.T) *testAPI {
 	return a
 }
 
+// Waits of the test API server, each on a condition.
+const (
+	apiPoll         = 100 * time.Millisecond // CRDs, discovery, resets
+	apiReadyPoll    = 300 * time.Millisecond // /readyz
+	apiReadyTimeout = 90 * time.Second       // kube-apiserver and etcd starting on a loaded machine
+	crdTimeout      = 30 * time.Second       // a CRD Established and served
+)
+
 func (a *testAPI) installCRDs(t *testing.T) {
 	t.Helper()
-	files, _ := filepath.Glob("../../deploy/generated/crd/*.yaml")
-	if len(files) == 0 {
-		t.Fatal("no CRD in deploy/generated/crd; run scripts/generate.sh")
+	files, err := filepath.Glob("../../deploy/generated/crd/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRD in deploy/generated/crd (%v); run scripts/generate.sh", err)
 	}
 	ctx := context.Background()
 	for _, f := range files {
@@ -121,27 +136,32 @@ func (a *testAPI) installCRDs(t *testing.T) {
 		if err := a.Client.Create(ctx, crd); err != nil {
 			t.Fatalf("create CRD %s: %v", crd.Name, err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		err = wait.PollUntilContextTimeout(ctx, apiPoll, crdTimeout, true, func(ctx context.Context) (bool, error) {
 			got := &apiextv1.CustomResourceDefinition{}
-			if err := a.Client.Get(ctx, types.NamespacedName{Name: crd.Name}, got); err == nil && established(got) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("CRD %s not established after 30s", crd.Name)
-			}
-			time.Sleep(100 * time.Millisecond)
+			err := a.Client.Get(ctx, types.NamespacedName{Name: crd.Name}, got)
+			return err == nil && established(got), nil
+		})
+		if err != nil {
+			t.Fatalf("CRD %s not established after %v", crd.Name, crdTimeout)
 		}
 	}
-	// The REST mapper of a fresh client may not know the new kind yet; a
-	// new client discovers it.
-	time.Sleep(500 * time.Millisecond)
-	scheme := a.Client.Scheme()
-	c, err := client.New(a.Config, client.Options{Scheme: scheme})
+	// A client's REST mapper knows the new kind once discovery serves it:
+	// wait until a fresh client lists Installations.
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, apiPoll, crdTimeout, true, func(ctx context.Context) (bool, error) {
+		c, err := client.New(a.Config, client.Options{Scheme: a.Client.Scheme()})
+		if err != nil {
+			return false, err
+		}
+		if last = c.List(ctx, &v1.InstallationList{}); last != nil {
+			return false, nil
+		}
+		a.Client = c
+		return true, nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Installations not served after %v: %v (last: %v)", crdTimeout, err, last)
 	}
-	a.Client = c
 }
 
 func established(crd *apiextv1.CustomResourceDefinition) bool {
@@ -158,22 +178,26 @@ func waitReady(t *testing.T, cfg *rest.Config) {
 	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	defer hc.CloseIdleConnections()
 	last := "no answer"
-	for start := time.Now(); time.Since(start) < 90*time.Second; time.Sleep(300 * time.Millisecond) {
-		req, _ := http.NewRequest(http.MethodGet, cfg.Host+"/readyz", nil)
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), apiReadyPoll, apiReadyTimeout, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+"/readyz", nil)
+		if err != nil {
+			return false, err
+		}
 		req.Header.Set("Authorization", "Bearer "+cfg.BearerToken)
 		resp, err := hc.Do(req)
 		if err != nil {
 			last = err.Error()
-			continue
+			return false, nil
 		}
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			t.Logf("kube-apiserver ready in %v", time.Since(start).Round(time.Millisecond))
-			return
-		}
 		last = resp.Status
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("kube-apiserver not ready after %v (last /readyz: %s)", apiReadyTimeout, last)
 	}
-	t.Fatalf("kube-apiserver not ready after 90s (last /readyz: %s)", last)
+	t.Logf("kube-apiserver ready in %v", time.Since(start).Round(time.Millisecond))
 }
 
 // startProc runs bin until the test ends; its output goes to dir/name.log,
@@ -191,11 +215,16 @@ func startProc(t *testing.T, dir, name, bin string, args ...string) {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("kill %s: %v", name, err)
+		}
+		_ = cmd.Wait() // killed: its exit status is the signal
 		logf.Close()
 		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
+			data, err := os.ReadFile(logPath)
+			if err != nil {
+				t.Logf("read %s: %v", logPath, err)
+			}
 			lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 			if len(lines) > 20 {
 				lines = lines[len(lines)-20:]

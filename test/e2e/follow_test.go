@@ -60,7 +60,7 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 		if st.Phase == v1.PhaseFailed && goal != v1.PhaseFailed && !running && current {
 			t.Fatalf("the Installation failed: %s", st.Message)
 		}
-		key := string(st.Phase) + "/" + st.Step + "/" + st.Node
+		key := string(st.Phase) + "/" + string(st.Step) + "/" + st.Node
 		if running && (len(seen) == 0 || seen[len(seen)-1] != key) && !slices.Contains(seen, key) {
 			seen = append(seen, key)
 		}

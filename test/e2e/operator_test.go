@@ -60,7 +60,7 @@ func TestOperator(t *testing.T) {
 		c.patchSpec(t, `{"undo":false,"nodeTimeout":"`+faultNodeTimeout.String()+`"}`)
 		in, _ := c.follow(t, v1.PhaseFailed, 15*time.Minute, false)
 		n := in.Status.Nodes[0]
-		if n.State != string(v1.PhaseFailed) || n.Start == nil || n.End == nil {
+		if n.State != v1.NodeStateFailed || n.Start == nil || n.End == nil {
 			t.Fatalf("node status %+v; want Failed with start and end", n)
 		}
 		took := n.End.Sub(n.Start.Time)
@@ -78,7 +78,7 @@ func TestOperator(t *testing.T) {
 		}
 		// The rest untouched: the store stays moved and serving, the control
 		// plane stays as it was, no object changed.
-		if !c.onStore(t) || in.Status.Store != string(v1.PhaseMoved) {
+		if !c.onStore(t) || in.Status.Store != v1.PhaseMoved {
 			t.Errorf("the store was touched by the node's failure (status %q)", in.Status.Store)
 		}
 		if cp := c.node(t, c.cp); cp.Spec.Unschedulable || !strings.HasPrefix(cp.Status.NodeInfo.ContainerRuntimeVersion, "containerd://") {
@@ -119,7 +119,8 @@ func (c *cluster) goalStands(t *testing.T, in *v1.Installation, when string, wan
 	if rt := c.runtimeOf(t, c.cp); rt != "containerd" {
 		t.Errorf("%s: the control plane %s runs on %q; it was not selected and must stay on containerd", when, c.cp, rt)
 	}
-	if in.Status.Store != string(goal) || len(in.Status.Nodes) != 1 || in.Status.Nodes[0].State != string(goal) {
+	wantNode := map[bool]v1.NodeState{true: v1.NodeStateMoved, false: v1.NodeStateUndone}[moved]
+	if in.Status.Store != goal || len(in.Status.Nodes) != 1 || in.Status.Nodes[0].State != wantNode {
 		t.Errorf("%s: status: store %q, nodes %+v; want %s", when, in.Status.Store, in.Status.Nodes, goal)
 	}
 	if c.node(t, c.worker).Spec.Unschedulable {

@@ -10,10 +10,10 @@ import (
 )
 
 var (
-	installSteps = []string{"copy", "stop-apiserver", "catch-up", "verify", "start-store", "switch-apiserver", "kubeadm-config"}
+	installSteps = []string{"copy", "verify", "stop-apiserver", "switch-apiserver", "catch-up", "verify-changes", "start-store", "apiserver-ready", "kubeadm-config"}
 	undoSteps    = []string{"kubeadm-config", "save-etcd", "copy-back", "stop-apiserver", "catch-up", "restore-apiserver", "stop-store"}
 	// afterCommit are the steps that follow a plan's commit step, by plan.
-	afterCommit = map[string]bool{"install:kubeadm-config": true, "undo:stop-store": true}
+	afterCommit = map[string]bool{"install:apiserver-ready": true, "install:kubeadm-config": true, "undo:stop-store": true}
 )
 
 // onStore reports where the API server's manifest points.

@@ -227,3 +227,14 @@ func (c *cluster) savedClusterConfig(t *testing.T) string {
 	t.Helper()
 	return c.mustNode(t, "cat", "/var/lib/quantykube/install/store/kubeadm-config.etcd.yaml")
 }
+
+// worker is the name of a worker node (the harness pins a hello Deployment
+// on each node).
+func (c *cluster) worker(t *testing.T) string {
+	t.Helper()
+	nodes, err := c.cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "!node-role.kubernetes.io/control-plane"})
+	if err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("no worker node: %v", err)
+	}
+	return nodes.Items[0].Name
+}

@@ -9,7 +9,15 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quantyroot/quantykube/test/harness"
 )
+
+// reactLimit is far above the ~2 s a moved cluster takes to replace a
+// deleted pod and far below the 15–70 s it took while the control plane's
+// controllers were restarting after losing their leases: a regression
+// guard, not a timing claim (the figure is logged every run).
+const reactLimit = 30 * time.Second
 
 // TestMoveStoreAndBack: a loaded cluster moves onto the store with every
 // object and resourceVersion kept and etcd untouched; a watcher from a
@@ -37,6 +45,7 @@ func TestMoveStoreAndBack(t *testing.T) {
 	_, etcdRev := c.etcdHashKV(t, 0)
 	etcdHash, _ := c.etcdHashKV(t, etcdRev)
 
+	restarts := harness.LeaderRestarts(t, c.cs, c.cp)
 	out := c.mustNode(t, "quantykube", "install", "store")
 	t.Logf("install store:\n%s", out)
 	if !strings.Contains(manifestEtcdServers(t, c), "2479") {
@@ -61,6 +70,13 @@ func TestMoveStoreAndBack(t *testing.T) {
 	}
 	origConfig := c.savedClusterConfig(t)
 
+	r := harness.ReactsAtOnce(t, c.cs, c.worker(t), 3*time.Minute)
+	lost := harness.LeaderRestarts(t, c.cs, c.cp) - restarts
+	t.Logf("figure: right after install store, a pod deleted on %s is gone in %v and replaced (Running there) in %v; kube-controller-manager and kube-scheduler restarted %d times (lost leases)",
+		c.worker(t), r.Gone.Round(10*time.Millisecond), r.Replaced.Round(10*time.Millisecond), lost)
+	if r.Replaced > reactLimit {
+		t.Errorf("a moved cluster must react at once: the deleted pod was replaced after %v (limit %v)", r.Replaced, reactLimit)
+	}
 	c.createCM(t, "after-move")
 	waitFor(t, "the watcher to see after-move (no event silently lost)", 2*time.Minute, func() bool { return w.saw("default/after-move") })
 	c.podRuns(t, "scheduled-on-store")

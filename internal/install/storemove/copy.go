@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,7 +32,8 @@ type Copier struct {
 	Log      *slog.Logger
 
 	mu      sync.Mutex
-	applied int64 // newest etcd revision applied to the store
+	applied int64               // newest etcd revision applied to the store
+	changes map[string]struct{} // keys applied since MarkChanges (nil before)
 }
 
 // CopyStats describe a bulk copy.
@@ -167,8 +169,35 @@ func (c *Copier) apply(ctx context.Context, evs []*clientv3.Event) error {
 	}
 	c.mu.Lock()
 	c.applied = max(c.applied, evs[len(evs)-1].Kv.ModRevision)
+	if c.changes != nil {
+		for _, ev := range evs {
+			c.changes[string(ev.Kv.Key)] = struct{}{}
+		}
+	}
 	c.mu.Unlock()
 	return nil
+}
+
+// MarkChanges returns the newest revision applied so far and starts
+// recording every key applied after it (Changes), so a comparison at that
+// revision plus one of the recorded keys covers everything.
+func (c *Copier) MarkChanges() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.changes = map[string]struct{}{}
+	return c.applied
+}
+
+// Changes lists the keys applied since MarkChanges, sorted.
+func (c *Copier) Changes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]string, 0, len(c.changes))
+	for k := range c.changes {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func (c *Copier) restoreLease(ctx context.Context, id int64) error {

@@ -1,6 +1,7 @@
 package storemove
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 	"os"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -153,20 +157,32 @@ func (m *Mover) closeAll() {
 	}
 }
 
+// installPlan keeps the API server's downtime (stop-apiserver to
+// apiserver-ready) to the API server's own restart: the full comparison runs
+// before it stops, and its new manifest is written right after it stopped,
+// so kubelet starts it while the last changes are applied and compared; it
+// can serve only once start-store (the commit step) has the store
+// listening. Under the control plane's leader-election renew deadline (10
+// s), kube-controller-manager and kube-scheduler keep their leases and the
+// cluster acts on changes at once after the move.
 func (m *Mover) installPlan() *install.Plan {
 	return &install.Plan{Op: "install", Steps: []install.Step{
 		{Name: "copy", Impact: "none: etcd is read at one revision, page by page, while the API server serves; changes after it are followed",
 			Do: m.copyDo, Undo: m.copyUndo},
-		{Name: "stop-apiserver", Impact: "the API server stops: requests fail until switch-apiserver; running pods are not affected",
-			Do: m.stopDo, Undo: m.restoreEtcdManifest},
-		{Name: "catch-up", Impact: "API server still down: the changes made since the copy are applied with their revisions",
-			Do: m.catchUpDo},
-		{Name: "verify", Impact: "API server still down: key count and hash compared on both sides",
+		{Name: "verify", Impact: "none: while the API server serves, key count and hash compared on both sides at one revision the copy has reached",
 			Do: m.verifyDo},
-		{Name: "start-store", Impact: "API server still down: the quantykube-store unit starts on 127.0.0.1:2479",
+		{Name: "stop-apiserver", Impact: "the API server stops: requests fail until apiserver-ready; running pods are not affected",
+			Do: m.stopDo, Undo: m.restoreEtcdManifest},
+		{Name: "switch-apiserver", Impact: "API server down: its manifest names the store (only --etcd-servers changes); kubelet starts it, it waits for the store",
+			Do: m.switchDo, Undo: m.restoreEtcdManifest},
+		{Name: "catch-up", Impact: "API server down: the changes made since the copy are applied with their revisions",
+			Do: m.catchUpDo},
+		{Name: "verify-changes", Impact: "API server down: every key changed since verify compared on both sides",
+			Do: m.verifyChangesDo},
+		{Name: "start-store", Commit: true, Impact: "the quantykube-store unit starts on 127.0.0.1:2479; the API server serves from it",
 			Do: m.startStoreDo, Undo: m.removeUnit},
-		{Name: "switch-apiserver", Commit: true, Impact: "the API server starts again, on the store (only --etcd-servers changes)",
-			Do: m.switchDo, Undo: m.switchUndo},
+		{Name: "apiserver-ready", Impact: "the API server answers again, on the store",
+			Do: m.apiserverReadyDo},
 		{Name: "kubeadm-config", Impact: "none: kubeadm's ClusterConfiguration names the store as external etcd, so kubeadm upgrade keeps the API server on it",
 			Do: m.recordStoreDo},
 	}}
@@ -242,20 +258,67 @@ func (m *Mover) catchUpDo(ctx context.Context) error {
 	return nil
 }
 
+// verifyAttempts bounds how often verify picks a newer revision when etcd
+// compacted the one it chose (the API server compacts every five minutes).
+const verifyAttempts = 3
+
+// verifyDo compares both sides at a revision the copy has reached, while
+// the API server serves; the keys the copy changes after it are compared by
+// verify-changes.
 func (m *Mover) verifyDo(ctx context.Context) error {
-	want, err := EtcdDigest(ctx, m.etcd, m.finalRev, DefaultPageSize)
-	if err != nil {
-		return err
+	var err error
+	for range verifyAttempts {
+		rev := m.copier.MarkChanges()
+		var want, got Digest
+		if want, err = EtcdDigest(ctx, m.etcd, rev, DefaultPageSize); errors.Is(err, rpctypes.ErrCompacted) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if got, err = StoreDigest(ctx, m.store, rev); err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("the copy differs from etcd: store %v, etcd %v", got, want)
+		}
+		fmt.Fprintf(m.Out, "  etcd and the store agree: %v\n", got)
+		return nil
 	}
-	got, err := StoreDigest(ctx, m.store, m.finalRev)
-	if err != nil {
-		return err
+	return fmt.Errorf("etcd compacted past every revision verify chose: %w", err)
+}
+
+// verifyChangesDo compares, at the final revision, every key the copy
+// changed since verify.
+func (m *Mover) verifyChangesDo(ctx context.Context) error {
+	keys := m.copier.Changes()
+	for _, k := range keys {
+		want, err := m.etcd.Get(ctx, k, clientv3.WithRev(m.finalRev))
+		if err != nil {
+			return fmt.Errorf("read %q from etcd at revision %d: %w", k, m.finalRev, err)
+		}
+		got, err := m.store.Range(ctx, &etcdserverpb.RangeRequest{Key: []byte(k), Revision: m.finalRev})
+		if err != nil {
+			return fmt.Errorf("read %q from the store at revision %d: %w", k, m.finalRev, err)
+		}
+		if !sameKVs(want.Kvs, got.Kvs) {
+			return fmt.Errorf("the copy differs from etcd at %q (revision %d): store %v, etcd %v", k, m.finalRev, got.Kvs, want.Kvs)
+		}
 	}
-	if got != want {
-		return fmt.Errorf("the copy differs from etcd: store %v, etcd %v", got, want)
-	}
-	fmt.Fprintf(m.Out, "  etcd and the store agree: %v\n", got)
+	fmt.Fprintf(m.Out, "  the %d keys changed since verify agree at revision %d\n", len(keys), m.finalRev)
 	return nil
+}
+
+// sameKVs compares key-values field by field as HashKV digests them.
+func sameKVs(a, b []*mvccpb.KeyValue) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(mvcc.HashKeyValue(nil, a[i]), mvcc.HashKeyValue(nil, b[i])) {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *Mover) storeUnit() systemd.Unit {
@@ -327,6 +390,8 @@ func (m *Mover) waitStore(ctx context.Context) error {
 
 func (m *Mover) removeUnit(ctx context.Context) error { return systemd.Remove(ctx, UnitName) }
 
+// switchDo points the API server's manifest at the store; kubelet starts
+// it, and it waits for the store (start-store) before it can serve.
 func (m *Mover) switchDo(ctx context.Context) error {
 	orig, err := os.ReadFile(m.Paths.savedManifest())
 	if err != nil {
@@ -336,7 +401,15 @@ func (m *Mover) switchDo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := m.Paths.startAPIServer(ctx, next, m.ReadyTimeout); err != nil {
+	if staticpod.Equal(m.Paths.apiserverManifest(), next) {
+		return nil
+	}
+	return staticpod.WriteAtomic(m.Paths.apiserverManifest(), next, 0o600)
+}
+
+// apiserverReadyDo waits until the API server answers on the store.
+func (m *Mover) apiserverReadyDo(ctx context.Context) error {
+	if err := waitReady(ctx, m.port, m.ReadyTimeout); err != nil {
 		return err
 	}
 	if !m.stopped.IsZero() {
@@ -344,12 +417,6 @@ func (m *Mover) switchDo(ctx context.Context) error {
 		fmt.Fprintf(m.Out, "  API-server downtime: %v\n", m.Downtime.Round(time.Millisecond))
 	}
 	return nil
-}
-
-// switchUndo stops the API server that was started on the store, so the
-// earlier steps' undo can put etcd's manifest back.
-func (m *Mover) switchUndo(ctx context.Context) error {
-	return m.Paths.stopAPIServer(ctx, m.Paths.savedStoreManifest(), m.port)
 }
 
 // installBinary copies the running executable to path (atomically) unless

@@ -152,6 +152,9 @@ func (p Paths) preflightInstall(ctx context.Context) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("etcd at %s does not answer with kubeadm's certificates (%v); check that the etcd static pod runs", endpoint, err)
 	}
+	if err := refuseSeveralMembers(sctx, cli); err != nil {
+		return nil, "", err
+	}
 	if err := p.checkSpace(st.DbSize); err != nil {
 		return nil, "", err
 	}
@@ -188,4 +191,22 @@ func unwrap(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// refuseSeveralMembers refuses an etcd cluster of several members (stacked
+// etcd on several control-plane nodes): moving one node's API server alone
+// would leave the others writing to etcd while it writes to the store.
+func refuseSeveralMembers(ctx context.Context, cli *clientv3.Client) error {
+	ml, err := cli.MemberList(ctx)
+	if err != nil {
+		return fmt.Errorf("list etcd's members: %w", err)
+	}
+	if len(ml.Members) <= 1 {
+		return nil
+	}
+	names := make([]string, 0, len(ml.Members))
+	for _, mem := range ml.Members {
+		names = append(names, mem.Name)
+	}
+	return fmt.Errorf("etcd has %d members (%s): this control plane is one of several, and moving its API server alone would split the cluster's data; move them together (the operator, or `quantykube install store` on each control-plane node in turn once supported)", len(names), strings.Join(names, ", "))
 }

@@ -132,6 +132,9 @@ func (m *Mover) reattachSwitchDo(ctx context.Context) error {
 	if err := m.switchDo(ctx); err != nil {
 		return err
 	}
+	if err := m.apiserverReadyDo(ctx); err != nil {
+		return err
+	}
 	h, err := m.Paths.readHandover()
 	if err != nil {
 		return err

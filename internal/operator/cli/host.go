@@ -3,16 +3,23 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 	"github.com/quantyroot/quantykube/internal/operator/hostrun"
 )
 
 // terminationLog is where kubelet reads a container's termination message.
 const terminationLog = "/dev/termination-log"
+
+// detachFollow is how long a --detach host pod follows its unit: long
+// enough to see it started (or its timer set), short of the runtime swap
+// that would kill the pod anyway.
+const detachFollow = 5 * time.Second
 
 // newHostCommand is `quantykube operator host OP SUBJECT`: what the
 // operator's host pods run (hostPID, privileged). See package hostrun.
@@ -30,7 +37,7 @@ func newHostCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := &hostrun.Runner{Target: hostrun.Target{Op: args[0], Subject: args[1]}, Root: root, CheckOnly: check, PreflightOnly: preflight, Log: logger}
+			r := &hostrun.Runner{Target: hostrun.Target{Op: v1.Operation(args[0]), Subject: v1.Subject(args[1])}, Root: root, CheckOnly: check, PreflightOnly: preflight, Log: logger}
 			if err := r.Validate(); err != nil {
 				return fmt.Errorf("%w; usage: quantykube operator host install|undo store|runtime", err)
 			}
@@ -46,18 +53,16 @@ func newHostCommand() *cobra.Command {
 				// Follow only until the unit has started; the runtime swap
 				// would kill this pod anyway.
 				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+				ctx, cancel = context.WithTimeout(ctx, detachFollow)
 				defer cancel()
 			}
 			res, err := r.Run(ctx)
 			if err != nil {
 				// Not a Result: the operator shows this text as the reason.
-				_ = os.WriteFile(terminationLog, []byte(err.Error()), 0o644)
+				writeTermination(logger, err.Error())
 				return err
 			}
-			if werr := os.WriteFile(terminationLog, []byte(res.String()), 0o644); werr != nil {
-				logger.Warn("write termination message", "err", werr)
-			}
+			writeTermination(logger, res.String())
 			fmt.Fprintln(cmd.OutOrStdout(), res.String())
 			if res.State == hostrun.StateRolledBack {
 				return fmt.Errorf("%s %s rolled back: %s", res.Op, res.Subject, res.Detail)
@@ -72,4 +77,14 @@ func newHostCommand() *cobra.Command {
 	f.BoolVar(&detach, "detach", false, "exit once the unit runs instead of following it to its end")
 	f.StringVar(&root, "host-root", hostrun.HostRoot, "the host's root as seen from here")
 	return cmd
+}
+
+// writeTermination writes the pod's termination message, which the operator
+// reads as the host pod's result. If it cannot be written the operator sees
+// a pod that finished without a result and starts the next attempt, which
+// follows the journal; the log says why.
+func writeTermination(logger *slog.Logger, msg string) {
+	if err := os.WriteFile(terminationLog, []byte(msg), 0o644); err != nil {
+		logger.Error("write the termination message; the operator will see no result", "path", terminationLog, "err", err, "message", msg)
+	}
 }

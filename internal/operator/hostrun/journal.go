@@ -3,12 +3,13 @@ package hostrun
 import (
 	"time"
 
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 	"github.com/quantyroot/quantykube/internal/install"
 )
 
 // lastRun summarises the last run recorded in a journal.
 type lastRun struct {
-	Op       string
+	Op       v1.Operation
 	Started  time.Time
 	Finished string // install.EventDone, install.EventRolledBack or "" (running or interrupted)
 	Failure  string // the last failing step and its error
@@ -33,7 +34,7 @@ func readLastRun(path string) (lastRun, error) {
 	for _, r := range recs {
 		switch r.Event {
 		case install.EventStart:
-			lr = lastRun{Op: r.Op, Started: r.Time}
+			lr = lastRun{Op: v1.Operation(r.Op), Started: r.Time}
 		case install.EventFail:
 			lr.Failure = r.Step + ": " + r.Detail
 		case install.EventDone, install.EventRolledBack:
@@ -46,11 +47,11 @@ func readLastRun(path string) (lastRun, error) {
 
 // satisfied reports whether op's goal already stands: install → the subject
 // is installed; undo → it is not (a subject never installed needs no undo).
-func (lr lastRun) satisfied(op string) bool {
+func (lr lastRun) satisfied(op v1.Operation) bool {
 	if lr.Op != "" && lr.Finished == "" {
 		return false // a run is in flight or was interrupted
 	}
-	if op == "install" {
+	if op == v1.OperationInstall {
 		return lr.Installed
 	}
 	return !lr.Installed

@@ -3,6 +3,9 @@ package hostrun
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 )
 
 // HostRoot is where the host's root is seen from a hostPID pod.
@@ -10,22 +13,22 @@ const HostRoot = "/proc/1/root"
 
 // Subjects and operations the host pods run.
 var (
-	Subjects = []string{"store", "runtime"}
-	Ops      = []string{"install", "undo"}
+	Subjects = []v1.Subject{v1.SubjectStore, v1.SubjectRuntime}
+	Ops      = []v1.Operation{v1.OperationInstall, v1.OperationUndo}
 )
 
 // Target is one host operation.
 type Target struct {
-	Subject string // "store" or "runtime"
-	Op      string // "install" or "undo"
+	Subject v1.Subject
+	Op      v1.Operation
 }
 
 // Validate refuses unknown subjects and operations.
 func (t Target) Validate() error {
-	if !contains(Subjects, t.Subject) {
+	if !slices.Contains(Subjects, t.Subject) {
 		return fmt.Errorf("subject %q is not one of %v", t.Subject, Subjects)
 	}
-	if !contains(Ops, t.Op) {
+	if !slices.Contains(Ops, t.Op) {
 		return fmt.Errorf("operation %q is not one of %v", t.Op, Ops)
 	}
 	return nil
@@ -34,25 +37,25 @@ func (t Target) Validate() error {
 // Journal is the subject's journal on the host (as the installers write it:
 // /var/lib/quantykube/install/<subject>/journal.jsonl).
 func (t Target) Journal() string {
-	return filepath.Join("/var/lib/quantykube/install", t.Subject, "journal.jsonl")
+	return filepath.Join("/var/lib/quantykube/install", string(t.Subject), "journal.jsonl")
 }
 
 // Output is where the unit's stdout and stderr go on the host.
 func (t Target) Output() string {
-	return filepath.Join("/var/lib/quantykube/install", t.Subject, "operator-"+t.Op+".log")
+	return filepath.Join("/var/lib/quantykube/install", string(t.Subject), "operator-"+string(t.Op)+".log")
 }
 
 // Unit is the transient systemd unit that runs the operation.
-func (t Target) Unit() string { return "quantykube-" + t.Op + "-" + t.Subject }
+func (t Target) Unit() string { return "quantykube-" + string(t.Op) + "-" + string(t.Subject) }
+
+// Opposite is the operation on the same subject that undoes t's (undo for
+// install, install for undo).
+func (t Target) Opposite() Target {
+	if t.Op == v1.OperationUndo {
+		return Target{Subject: t.Subject, Op: v1.OperationInstall}
+	}
+	return Target{Subject: t.Subject, Op: v1.OperationUndo}
+}
 
 // BinaryDir is where the host pods put this binary on the host.
 const BinaryDir = "/var/lib/quantykube/bin"
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}

@@ -1,20 +1,23 @@
 package hostrun
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+	"github.com/quantyroot/quantykube/internal/install"
 )
+
+// DefaultPoll is how often a host pod asks systemd whether a unit still runs.
+const DefaultPoll = time.Second
 
 // Runner runs or follows one Target on the host.
 type Runner struct {
@@ -30,7 +33,7 @@ type Runner struct {
 	// (`install SUBJECT --preflight`) and reports done or refused; it starts
 	// and changes nothing.
 	PreflightOnly bool
-	// Poll is the follow interval (default 1 s).
+	// Poll is the follow interval (default DefaultPoll).
 	Poll time.Duration
 	Log  *slog.Logger
 	// Self is the binary to put on the host (default /proc/self/exe).
@@ -40,7 +43,9 @@ type Runner struct {
 }
 
 // Run reads the journal, starts the unit unless a run is active or the goal
-// already stands, and follows the run to its end.
+// already stands, and follows the run to its end. When ctx ends while it
+// waits (the pod detached, or was killed) it reports StateStarted: a later
+// host pod goes on from the journal.
 func (r *Runner) Run(ctx context.Context) (Result, error) {
 	if err := r.Validate(); err != nil {
 		return Result{}, err
@@ -51,16 +56,22 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		return r.preflight(ctx)
 	}
 	if !r.CheckOnly {
-		if done := r.settleOpposite(ctx); !done {
-			res.State = StateStarted // the pod's context ended while waiting; a later attempt goes on
-			return res, nil
+		if err := r.settleOpposite(ctx); err != nil {
+			if ctx.Err() != nil {
+				res.State = StateStarted // cut short while waiting; a later attempt goes on
+				return res, nil
+			}
+			return res, err
 		}
 	}
 	lr, err := readLastRun(r.hostPath(r.Journal()))
 	if err != nil {
 		return res, err
 	}
-	active := r.unitActive(ctx)
+	active, err := r.unitActive(ctx)
+	if err != nil {
+		return res, err
+	}
 	switch {
 	case !active && lr.satisfied(r.Op):
 		if reason := r.verify(ctx); reason != "" {
@@ -69,7 +80,7 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		}
 		res.State, res.Detail = StateDone, r.measurement()
 		return res, nil
-	case !active && lr.Op == r.Op && lr.Finished == "rolled-back" && lr.Started.After(r.Since):
+	case !active && lr.Op == r.Op && r.rolledBackThisStep(lr):
 		res.State, res.Detail = StateRolledBack, lr.Failure
 		return res, nil
 	case r.CheckOnly && active:
@@ -79,19 +90,23 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		res.State = StateNone
 		return res, nil
 	}
-	if !active {
-		if err := r.start(ctx); err != nil {
-			return res, err
-		}
-	} else {
+	if active {
 		r.Log.Info("following a run already active", "unit", r.Unit())
+	} else if err := r.start(ctx); err != nil {
+		return res, err
 	}
 	return r.follow(ctx)
 }
 
+// rolledBackThisStep reports whether the journal's last run rolled back
+// after the operator's step began.
+func (r *Runner) rolledBackThisStep(lr lastRun) bool {
+	return lr.Finished == install.EventRolledBack && lr.Started.After(r.Since)
+}
+
 func (r *Runner) defaults() {
 	if r.Poll == 0 {
-		r.Poll = time.Second
+		r.Poll = DefaultPoll
 	}
 	if r.Log == nil {
 		r.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -121,9 +136,9 @@ func (r *Runner) start(ctx context.Context) error {
 		"--unit=" + r.Unit(), "--collect", "--service-type=exec",
 		"--property=StandardOutput=append:" + r.Output(),
 		"--property=StandardError=append:" + r.Output(),
-		"--", bin, r.Op, r.Subject,
+		"--", bin, string(r.Op), string(r.Subject),
 	}
-	if r.Subject == "runtime" {
+	if r.Subject == v1.SubjectRuntime {
 		// install runtime's unit runs the binary it is given (it does not
 		// copy itself): the content-keyed copy stays in place.
 		args = append(args, "--binary="+bin)
@@ -142,15 +157,16 @@ func (r *Runner) start(ctx context.Context) error {
 // follow waits until the unit is gone, then reads the journal's verdict.
 func (r *Runner) follow(ctx context.Context) (Result, error) {
 	res := Result{Subject: r.Subject, Op: r.Op}
-	t := time.NewTicker(r.Poll)
-	defer t.Stop()
-	for r.unitActive(ctx) {
-		select {
-		case <-ctx.Done():
-			res.State = StateStarted
-			return res, nil
-		case <-t.C:
-		}
+	err := wait.PollUntilContextCancel(ctx, r.Poll, true, func(ctx context.Context) (bool, error) {
+		active, err := r.unitActive(ctx)
+		return !active, err
+	})
+	if err != nil && ctx.Err() != nil {
+		res.State = StateStarted // following was cut short; the unit goes on
+		return res, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("follow %s: %w", r.Unit(), err)
 	}
 	lr, err := readLastRun(r.hostPath(r.Journal()))
 	if err != nil {
@@ -159,7 +175,7 @@ func (r *Runner) follow(ctx context.Context) (Result, error) {
 	switch {
 	case lr.satisfied(r.Op):
 		res.State, res.Detail = StateDone, r.measurement()
-	case lr.Finished == "rolled-back" && lr.Started.After(r.Since):
+	case r.rolledBackThisStep(lr):
 		res.State, res.Detail = StateRolledBack, lr.Failure
 	case !lr.Started.After(r.Since):
 		// The command exited before it began a run: a refusal, whose one
@@ -169,111 +185,4 @@ func (r *Runner) follow(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("%s exited without finishing its journal %s; see %s on the host", r.Unit(), r.Journal(), r.Output())
 	}
 	return res, nil
-}
-
-// settleOpposite makes sure the opposite operation on the same subject is
-// not about to run behind this one: a timer still waiting to start it is
-// stopped (that run never begins), and a run already going is waited for
-// (the installers' lock would refuse us anyway, and its end is what we
-// undo or redo). It reports false if ctx ended first.
-func (r *Runner) settleOpposite(ctx context.Context) bool {
-	other := Target{Subject: r.Subject, Op: "undo"}
-	if r.Op == "undo" {
-		other.Op = "install"
-	}
-	if out, err := r.HostCommand(ctx, "systemctl", "stop", other.Unit()+".timer"); err != nil {
-		r.Log.Debug("stop timer", "unit", other.Unit(), "err", err, "out", strings.TrimSpace(string(out)))
-	}
-	t := time.NewTicker(r.Poll)
-	defer t.Stop()
-	for r.isActive(ctx, other.Unit()+".service") {
-		r.Log.Info("waiting for the opposite run to end", "unit", other.Unit())
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
-}
-
-// RuntimeStartDelay is how long after its host pod a runtime unit starts.
-var RuntimeStartDelay = 10 * time.Second
-
-// unitActive reports whether the unit runs, or its timer waits to start it.
-func (r *Runner) unitActive(ctx context.Context) bool {
-	return r.isActive(ctx, r.Unit()+".service", r.Unit()+".timer")
-}
-
-// isActive reports whether any of the units is active (or changing state).
-func (r *Runner) isActive(ctx context.Context, units ...string) bool {
-	out, _ := r.HostCommand(ctx, "systemctl", append([]string{"is-active"}, units...)...)
-	for _, s := range strings.Fields(string(out)) {
-		if s == "active" || s == "activating" || s == "deactivating" || s == "reloading" {
-			return true
-		}
-	}
-	return false
-}
-
-// measurement is the last "downtime" line of the run's output, if any.
-func (r *Runner) measurement() string {
-	f, err := os.Open(r.hostPath(r.Output()))
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var last string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), "downtime") {
-			last = strings.TrimSpace(sc.Text())
-		}
-	}
-	return last
-}
-
-// installSelf copies this binary to BinaryDir on the host under a name keyed
-// by its content (written beside, then renamed) and returns its host path.
-func (r *Runner) installSelf() (string, error) {
-	data, err := os.ReadFile(r.Self)
-	if err != nil {
-		return "", fmt.Errorf("read own binary %s: %w", r.Self, err)
-	}
-	sum := sha256.Sum256(data)
-	hostBin := filepath.Join(BinaryDir, "quantykube-"+hex.EncodeToString(sum[:6]))
-	dst := r.hostPath(hostBin)
-	if _, err := os.Stat(dst); err == nil {
-		return hostBin, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return "", fmt.Errorf("create %s on the host: %w", BinaryDir, err)
-	}
-	tmp := dst + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o755); err != nil {
-		return "", fmt.Errorf("write %s on the host: %w", hostBin, err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return "", fmt.Errorf("rename %s on the host: %w", hostBin, err)
-	}
-	return hostBin, nil
-}
-
-func (r *Runner) chrootCommand(ctx context.Context, name string, args ...string) ([]byte, error) {
-	// exec would look name up in this container's PATH; look it up on the host.
-	path := name
-	for _, dir := range []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"} {
-		if _, err := os.Stat(filepath.Join(r.Root, dir, name)); err == nil {
-			path = filepath.Join(dir, name)
-			break
-		}
-	}
-	if !strings.Contains(path, "/") {
-		return nil, fmt.Errorf("%s not found on the host", name)
-	}
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: r.Root}
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	return cmd.CombinedOutput()
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"os"
 	"strings"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 )
 
 // verify asks the host command whether the state a finished journal records
@@ -12,14 +14,14 @@ import (
 // behind QuantyKube's back). It returns "" when it does, else the command's
 // one-line reason. Only the store's install has a recorded state to verify.
 func (r *Runner) verify(ctx context.Context) string {
-	if r.Subject != "store" || r.Op != "install" {
+	if r.Subject != v1.SubjectStore || r.Op != v1.OperationInstall {
 		return ""
 	}
 	bin, err := r.installSelf()
 	if err != nil {
 		return err.Error()
 	}
-	out, err := r.HostCommand(ctx, bin, "install", "store", "--verify")
+	out, err := r.HostCommand(ctx, bin, string(v1.OperationInstall), string(v1.SubjectStore), "--verify")
 	if err != nil {
 		return lastLine(string(out), err.Error())
 	}
@@ -34,7 +36,7 @@ func (r *Runner) preflight(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	out, err := r.HostCommand(ctx, bin, "install", r.Subject, "--binary="+bin, "--preflight")
+	out, err := r.HostCommand(ctx, bin, string(v1.OperationInstall), string(r.Subject), "--binary="+bin, "--preflight")
 	if err != nil {
 		res.State, res.Detail = StateRefused, lastLine(string(out), err.Error())
 		return res, nil

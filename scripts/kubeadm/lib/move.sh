@@ -21,5 +21,5 @@ cmd_move() {
 	log "move: install store and undo store on $cp, then faults at every step (go test ./test/move)"
 	(cd "$QK_ROOT" && QK_MOVE_KUBECONFIG=$QK_STATE/kubeconfig QK_MOVE_NODE=$cp QK_MOVE_REQUIRED=true \
 		QK_ETCDCTL=$etcdctl QK_ETCD_BENCHMARK=$bench QK_STORE_BIN=$bin QK_WORKLOAD_IMAGE=$QK_WORKLOAD_IMAGE \
-		go test -count=1 -v -timeout 40m -run "${QK_MOVE_RUN:-.}" ./test/move/)
+		go test -count=1 -v -timeout 90m -run "${QK_MOVE_RUN:-.}" ./test/move/)
 }
