@@ -22,6 +22,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/quantyroot/quantykube/internal/store/etcdapi"
+	"github.com/quantyroot/quantykube/internal/store/mirror"
+	mirrorapi "github.com/quantyroot/quantykube/internal/store/mirror/api"
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
 	"github.com/quantyroot/quantykube/internal/store/replica"
 	"github.com/quantyroot/quantykube/internal/store/snapshot"
@@ -75,12 +77,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	mctl, stopMirror := startMirror(ctx, st, rep, log)
+	apiCfg.Mirror = mctl
 	api := etcdapi.New(st, apiCfg)
 	metrics := newMetrics(st)
 	gsTLS, gsPlain := newGRPCServers(cfg, tlsCfg, metrics)
 	hs := health.NewServer()
 	for _, g := range []*grpc.Server{gsTLS, gsPlain} {
 		api.Register(g)
+		mirrorapi.Register(g, mctl)
 		healthpb.RegisterHealthServer(g, hs)
 	}
 
@@ -89,21 +94,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	httpServers := serveMetrics(cfg, metricsLns, tlsCfg, metrics, errc, log)
 	log.Info("store ready", "name", cfg.Name, "data-dir", cfg.DataDir, "revision", st.Rev(), "compacted", st.CompactedRev())
 
-	var memberErr error
-	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("listener failed", "err", err)
-		}
-	case <-memberDone:
-		memberErr = rep.Err()
-	}
+	memberErr := waitStop(ctx, errc, memberDone, rep, log)
 	log.Info("stopping store")
 	for _, h := range httpServers {
 		_ = h.Close()
 	}
 	stopGRPC(gsTLS, gsPlain)
+	stopMirror()
 	if rep != nil {
 		rep.Stop() // before the store closes
 	}
@@ -111,6 +108,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	return memberErr
+}
+
+// waitStop waits until ctx ends, a listener fails or the member stops on
+// its own, and returns the member's error in the last case.
+func waitStop(ctx context.Context, errc <-chan error, memberDone <-chan struct{}, rep *replica.Replica, log *slog.Logger) error {
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("listener failed", "err", err)
+		}
+	case <-memberDone:
+		return rep.Err()
+	}
+	return nil
 }
 
 // startMember makes the store a raft member when clustering flags are set;
@@ -128,6 +140,24 @@ func startMember(cfg *Config, apiCfg *etcdapi.Config, st *mvcc.Store, advertise 
 	st.SetProposer(rep)
 	apiCfg.Cluster = member{rep}
 	return rep, rep.Done(), nil
+}
+
+// startMirror runs the member's mirror controller (docs/adr/202); stop
+// ends it before the member and the store stop.
+func startMirror(ctx context.Context, st *mvcc.Store, rep *replica.Replica, log *slog.Logger) (*mirror.Controller, func()) {
+	var m mirror.Member = mirror.Single{MemberID: 1}
+	if rep != nil {
+		m = rep
+	}
+	c := mirror.New(st, m, log)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	return c, func() {
+		cancel()
+		<-done
+		c.Stop()
+	}
 }
 
 // serveClients serves the etcd API on the client listeners.

@@ -125,6 +125,9 @@ func (s *Server) readBarrier(ctx context.Context, serializable bool) error {
 	if serializable {
 		return nil
 	}
+	if handled, err := s.fenced(ctx); handled {
+		return err
+	}
 	return toGRPC(s.cluster.ReadBarrier(ctx))
 }
 

@@ -64,7 +64,17 @@ func (s *Server) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, er
 	if err := s.checkPut(r); err != nil {
 		return nil, err
 	}
-	resp, err := s.store.Put(ctx, r)
+	fwd, done, err := s.route(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var resp *pb.PutResponse
+	if fwd != nil {
+		resp, err = fwd.Put(ctx, r)
+	} else {
+		resp, err = s.store.Put(ctx, r)
+	}
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -77,7 +87,17 @@ func (s *Server) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb
 	if len(r.Key) == 0 {
 		return nil, rpctypes.ErrGRPCEmptyKey
 	}
-	resp, err := s.store.DeleteRange(ctx, r)
+	fwd, done, err := s.route(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var resp *pb.DeleteRangeResponse
+	if fwd != nil {
+		resp, err = fwd.DeleteRange(ctx, r)
+	} else {
+		resp, err = s.store.DeleteRange(ctx, r)
+	}
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -90,10 +110,24 @@ func (s *Server) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, er
 	if err := s.checkTxn(r); err != nil {
 		return nil, err
 	}
-	if err := s.readBarrier(ctx, txnSerializable(r)); err != nil {
-		return nil, err
+	var fwd Forwarder
+	if txnWrites(r) {
+		f, done, err := s.route(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		fwd = f
 	}
-	resp, err := s.store.Txn(ctx, r)
+	var resp *pb.TxnResponse
+	var err error
+	if fwd != nil {
+		resp, err = fwd.Txn(ctx, r)
+	} else if err = s.readBarrier(ctx, txnSerializable(r)); err != nil {
+		return nil, err
+	} else {
+		resp, err = s.store.Txn(ctx, r)
+	}
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -119,6 +153,22 @@ func (s *Server) fillTxn(resp *pb.TxnResponse) {
 
 // Compact serves KV.Compact.
 func (s *Server) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	fwd, done, err := s.route(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if fwd != nil {
+		resp, err := fwd.Compact(ctx, r)
+		if err != nil {
+			return nil, toGRPC(err)
+		}
+		resp.Header = s.fill(resp.Header)
+		return resp, nil
+	}
+	if s.cfg.Mirror != nil && s.cfg.Mirror.SkipCompaction() {
+		return &pb.CompactionResponse{Header: s.header(s.store.Rev())}, nil
+	}
 	rev, err := s.store.Compact(ctx, r.Revision, r.Physical)
 	if err != nil {
 		return nil, toGRPC(err)

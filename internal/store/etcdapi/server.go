@@ -42,6 +42,9 @@ type Config struct {
 	QuotaBackendBytes int64
 	// Cluster is the member's replication; nil serves a single member.
 	Cluster Cluster
+	// Mirror routes writes and fences reads while the store mirrors or
+	// replays onto another cluster (package mirror); nil: always local.
+	Mirror Mirror
 	// Logger receives the server's structured logs (default slog.Default()).
 	Logger *slog.Logger
 }

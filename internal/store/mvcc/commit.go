@@ -180,6 +180,7 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 		s.rev.Store(w.rev)
 		s.commitSeq.Add(1) // even: s.rev matches what snapshots see
 		s.hub.notify(w.rev, g.events)
+		s.ext.revs.trigger(w.rev)
 		for _, f := range w.afterCommit {
 			f()
 		}

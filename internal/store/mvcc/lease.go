@@ -350,6 +350,9 @@ func (l *lessor) expiryLoop() {
 // expire revokes lease id if it is still expired. A replicated member that
 // does not lead leaves expiry to the leader.
 func (l *lessor) expire(id int64) error {
+	if l.s.ext.holdLeases.Load() {
+		return nil // the mode holds expiry: the leases belong to another cluster
+	}
 	if l.s.opts.Replicated && l.s.proposer.Load() == nil {
 		return nil // not serving yet
 	}

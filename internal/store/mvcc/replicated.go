@@ -49,6 +49,8 @@ type Entry struct {
 	Request *pb.InternalRaftRequest
 	// Conf is set for a conf change.
 	Conf *ConfUpdate
+	// Extension is set for one of the store's own entries (extension.go).
+	Extension *Extension
 }
 
 // ConfUpdate is the state-machine side of an applied conf change.
@@ -71,6 +73,9 @@ type Result struct {
 
 func (s *Store) loadApplied(r pebble.Reader) error {
 	if err := s.loadRemoved(); err != nil {
+		return err
+	}
+	if err := s.loadMode(); err != nil {
 		return err
 	}
 	v, err := s.get(r, metaApplied)
@@ -201,6 +206,8 @@ func (s *Store) ApplyEntries(ents []Entry) ([]Result, error) {
 			results[i].Resp, results[i].Err = g.w.applyRequest(e.Request)
 		case e.Conf != nil:
 			results[i].Err = g.w.applyConf(e.Conf)
+		case e.Extension != nil:
+			results[i].Resp, results[i].Err = g.w.applyExtension(e.Extension)
 		}
 		if g.w.changes > 0 {
 			g.events = append(g.events, g.w.events...)

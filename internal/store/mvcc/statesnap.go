@@ -103,6 +103,7 @@ func (s *Store) RestoreState(r io.Reader) (AppliedIndex, error) {
 		return AppliedIndex{}, err
 	}
 	s.hub.restored(s.Rev())
+	s.ext.revs.trigger(s.Rev())
 	return s.applied, nil
 }
 

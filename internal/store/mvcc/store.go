@@ -41,6 +41,9 @@ type Options struct {
 	// not synced: the raft WAL is the durable log, and a restart replays it
 	// from the applied index kept in the same batches (m/applied).
 	Replicated bool
+	// HoldLeases opens a store without a mode record with lease expiry held
+	// (a restored snapshot about to become a mirror: package mirror).
+	HoldLeases bool
 }
 
 func (o *Options) withDefaults() {
@@ -104,6 +107,10 @@ type Store struct {
 	// exportMu is read-held by every open Export; Close takes it to wait
 	// for them (they stop early once stopc is closed).
 	exportMu sync.RWMutex
+
+	// ext is the mode (package mirror), its observers and revision waiters
+	// (extension.go, revwait.go).
+	ext extState
 }
 
 // Open opens (or creates) the store in dir. It refuses a directory that holds

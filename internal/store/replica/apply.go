@@ -51,7 +51,12 @@ func (r *Replica) apply(committed []*raftpb.Entry) error {
 		var p pending
 		switch e.GetType() {
 		case raftpb.EntryNormal:
-			if len(e.GetData()) > 0 {
+			if id, x, ok, err := mvcc.DecodeExtension(e.GetData()); ok {
+				if err != nil {
+					return fmt.Errorf("decode raft entry %d: %w (the log is damaged)", e.GetIndex(), err)
+				}
+				me.Extension, p.id = x, id
+			} else if len(e.GetData()) > 0 {
 				req := &pb.InternalRaftRequest{}
 				if err := proto.Unmarshal(e.GetData(), req); err != nil {
 					return fmt.Errorf("decode raft entry %d: %w (the log is damaged)", e.GetIndex(), err)

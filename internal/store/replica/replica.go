@@ -164,6 +164,12 @@ func (r *Replica) Propose(ctx context.Context, req *pb.InternalRaftRequest) (any
 	if err != nil {
 		return nil, err
 	}
+	return r.proposeData(ctx, id, data)
+}
+
+// proposeData proposes an encoded entry and waits for its local apply, whose
+// result is triggered under id.
+func (r *Replica) proposeData(ctx context.Context, id uint64, data []byte) (any, error) {
 	if r.cfg.MaxRequestBytes > 0 && len(data) > r.cfg.MaxRequestBytes+512*1024 {
 		return nil, rpctypes.ErrGRPCRequestTooLarge
 	}
