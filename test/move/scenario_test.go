@@ -26,6 +26,10 @@ const reactLimit = 30 * time.Second
 // writes, etcd's revision past the store's.
 func TestMoveStoreAndBack(t *testing.T) {
 	c := setup(t)
+	// Names unique to this run: a rerun on the same cluster must create,
+	// not find, its objects (an existing one makes no watch event).
+	run := strconv.FormatInt(time.Now().Unix(), 36)
+	name := func(base string) string { return base + "-" + run }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	objects := 5000
@@ -39,8 +43,8 @@ func TestMoveStoreAndBack(t *testing.T) {
 	t.Logf("%d ConfigMaps and Secrets before the move (list at resourceVersion %s)", len(before), listRV)
 	w := &watcher{seen: map[string]bool{}}
 	go w.run(ctx, c.cs, listRV)
-	c.createCM(t, "before-move")
-	waitFor(t, "the watcher to see before-move", time.Minute, func() bool { return w.saw("default/before-move") })
+	c.createCM(t, name("before-move"))
+	waitFor(t, "the watcher to see before-move", time.Minute, func() bool { return w.saw("default/"+name("before-move")) })
 
 	_, etcdRev := c.etcdHashKV(t, 0)
 	etcdHash, _ := c.etcdHashKV(t, etcdRev)
@@ -77,9 +81,9 @@ func TestMoveStoreAndBack(t *testing.T) {
 	if r.Replaced > reactLimit {
 		t.Errorf("a moved cluster must react at once: the deleted pod was replaced after %v (limit %v)", r.Replaced, reactLimit)
 	}
-	c.createCM(t, "after-move")
-	waitFor(t, "the watcher to see after-move (no event silently lost)", 2*time.Minute, func() bool { return w.saw("default/after-move") })
-	c.podRuns(t, "scheduled-on-store")
+	c.createCM(t, name("after-move"))
+	waitFor(t, "the watcher to see after-move (no event silently lost)", 2*time.Minute, func() bool { return w.saw("default/"+name("after-move")) })
+	c.podRuns(t, name("scheduled-on-store"))
 	dep, err := c.cs.AppsV1().Deployments("load-1").Get(ctx, "spread", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +104,7 @@ func TestMoveStoreAndBack(t *testing.T) {
 	if !strings.Contains(manifestEtcdServers(t, c), "2379") {
 		t.Fatalf("the API server is not back on etcd: %s", manifestEtcdServers(t, c))
 	}
-	if _, err := c.cs.CoreV1().ConfigMaps("default").Get(ctx, "after-move", metav1.GetOptions{}); err != nil {
+	if _, err := c.cs.CoreV1().ConfigMaps("default").Get(ctx, name("after-move"), metav1.GetOptions{}); err != nil {
 		t.Fatalf("a ConfigMap written on the store is not in etcd after undo: %v", err)
 	}
 	if cfg := c.clusterConfig(t); cfg != origConfig {
@@ -109,8 +113,8 @@ func TestMoveStoreAndBack(t *testing.T) {
 	if !strings.Contains(out, "etcd-before-undo-") {
 		t.Fatalf("undo did not say where it saved etcd:\n%s", out)
 	}
-	c.createCM(t, "after-undo")
-	waitFor(t, "the watcher to see after-undo", 2*time.Minute, func() bool { return w.saw("default/after-undo") })
-	c.podRuns(t, "scheduled-after-undo")
+	c.createCM(t, name("after-undo"))
+	waitFor(t, "the watcher to see after-undo", 2*time.Minute, func() bool { return w.saw("default/"+name("after-undo")) })
+	c.podRuns(t, name("scheduled-after-undo"))
 	t.Logf("watcher resumed %d times, relisted %d times", w.resumed, w.relisted)
 }
