@@ -34,8 +34,19 @@ import (
 const grpcOverheadBytes = 512 * 1024
 
 // Run serves the store until ctx ends. It binds every listener before it
-// opens the data dir, so a port in use changes nothing on disk.
+// opens the data dir, so a port in use changes nothing on disk. A client or
+// metrics listener that stops serving before then (Serve failed) stops the
+// store, and Run returns that failure: `quantykube store` prints it as its
+// one line and exits 1. (A peer listener's failure stops the member, whose
+// error Run returns the same way.)
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	return run(ctx, cfg, log, net.Listen)
+}
+
+// listenFunc binds a listener (net.Listen; tests pass one that fails).
+type listenFunc func(network, addr string) (net.Listener, error)
+
+func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -43,12 +54,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	clientLns, err := listenAll(cfg.ListenClientURLs, "--listen-client-urls")
+	clientLns, err := listenAll(listen, cfg.ListenClientURLs, "--listen-client-urls")
 	if err != nil {
 		return err
 	}
 	defer closeAll(clientLns)
-	metricsLns, err := listenAll(cfg.ListenMetricsURLs, "--listen-metrics-urls")
+	metricsLns, err := listenAll(listen, cfg.ListenMetricsURLs, "--listen-metrics-urls")
 	if err != nil {
 		return err
 	}
@@ -94,7 +105,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	httpServers := serveMetrics(cfg, metricsLns, tlsCfg, metrics, errc, log)
 	log.Info("store ready", "name", cfg.Name, "data-dir", cfg.DataDir, "revision", st.Rev(), "compacted", st.CompactedRev())
 
-	memberErr := waitStop(ctx, errc, memberDone, rep, log)
+	stopErr := waitStop(ctx, errc, memberDone, rep)
 	log.Info("stopping store")
 	for _, h := range httpServers {
 		_ = h.Close()
@@ -104,25 +115,35 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if rep != nil {
 		rep.Stop() // before the store closes
 	}
-	if err := st.Close(); err != nil && memberErr == nil {
+	if err := st.Close(); err != nil && stopErr == nil {
 		return err
 	}
-	return memberErr
+	return stopErr
 }
 
-// waitStop waits until ctx ends, a listener fails or the member stops on
-// its own, and returns the member's error in the last case.
-func waitStop(ctx context.Context, errc <-chan error, memberDone <-chan struct{}, rep *replica.Replica, log *slog.Logger) error {
+// waitStop waits until ctx ends (nil), a listener stops serving (its
+// failure: see listenerEnded) or the member stops on its own (its error).
+// Nothing stops a listener before waitStop returns, so anything on errc is
+// a failure.
+func waitStop(ctx context.Context, errc <-chan error, memberDone <-chan struct{}, rep *replica.Replica) error {
 	select {
 	case <-ctx.Done():
+		return nil
 	case err := <-errc:
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("listener failed", "err", err)
-		}
+		return err
 	case <-memberDone:
 		return rep.Err()
 	}
-	return nil
+}
+
+// listenerEnded is the error of a listener whose Serve returned while the
+// store runs: Serve returns early only when Accept fails for good (gRPC and
+// net/http retry temporary accept errors).
+func listenerEnded(what string, l boundListener, err error) error {
+	if err == nil {
+		err = errors.New("Serve returned without an error")
+	}
+	return fmt.Errorf("serving %s on %s stopped: %w", what, l.url, err)
 }
 
 // startMember makes the store a raft member when clustering flags are set;
@@ -167,7 +188,7 @@ func serveClients(lns []boundListener, gsTLS, gsPlain *grpc.Server, errc chan<- 
 		if l.tls {
 			g = gsTLS
 		}
-		go func(l boundListener) { errc <- g.Serve(l.Listener) }(l)
+		go func(l boundListener) { errc <- listenerEnded("the etcd v3 API", l, g.Serve(l.Listener)) }(l)
 		log.Info("serving etcd v3 API", "url", l.url)
 	}
 }
@@ -185,9 +206,9 @@ func serveMetrics(cfg Config, lns []boundListener, tlsCfg *tls.Config, metrics *
 		hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		if l.tls {
 			hsrv.TLSConfig = tlsCfg
-			go func(l boundListener) { errc <- hsrv.ServeTLS(l.Listener, "", "") }(l)
+			go func(l boundListener) { errc <- listenerEnded("metrics", l, hsrv.ServeTLS(l.Listener, "", "")) }(l)
 		} else {
-			go func(l boundListener) { errc <- hsrv.Serve(l.Listener) }(l)
+			go func(l boundListener) { errc <- listenerEnded("metrics", l, hsrv.Serve(l.Listener)) }(l)
 		}
 		httpServers = append(httpServers, hsrv)
 		log.Info("serving metrics and health", "url", l.url)
@@ -252,7 +273,7 @@ type boundListener struct {
 	tls bool
 }
 
-func listenAll(urls []string, flag string) ([]boundListener, error) {
+func listenAll(listen listenFunc, urls []string, flag string) ([]boundListener, error) {
 	var out []boundListener
 	for _, raw := range urls {
 		u, err := url.Parse(raw)
@@ -264,7 +285,7 @@ func listenAll(urls []string, flag string) ([]boundListener, error) {
 		if strings.HasPrefix(u.Scheme, "unix") {
 			network, addr = "unix", u.Host+u.Path
 		}
-		l, err := net.Listen(network, addr)
+		l, err := listen(network, addr)
 		if err != nil {
 			closeAll(out)
 			if errors.Is(err, syscall.EADDRINUSE) {

@@ -1,0 +1,59 @@
+package mvcc
+
+import (
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// RequestProgress queues a progress notification (no events, watch id -1)
+// at the current revision once every watcher of the stream is synced.
+func (ws *WatchStream) RequestProgress() {
+	h := ws.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws.mu.Lock()
+	ws.progressPending = true
+	ws.mu.Unlock()
+	ws.maybeSendDeferredProgress(h.rev)
+}
+
+// maybeSendDeferredProgress answers a pending progress request if every
+// watcher is synced. Called with hub.mu held.
+func (ws *WatchStream) maybeSendDeferredProgress(rev int64) {
+	ws.mu.Lock()
+	if !ws.progressPending {
+		ws.mu.Unlock()
+		return
+	}
+	for _, w := range ws.watchers {
+		if _, ok := ws.h.synced[w]; !ok {
+			ws.mu.Unlock()
+			return
+		}
+	}
+	ws.progressPending = false
+	ws.mu.Unlock()
+	ws.push(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}, WatchId: ProgressWatchID}, true)
+}
+
+// NotifyProgress queues a progress notification for every synced watcher
+// that asked for progress_notify and was sent nothing for interval.
+func (ws *WatchStream) NotifyProgress(interval time.Duration) {
+	h := ws.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws.mu.Lock()
+	var due []*watcher
+	now := time.Now()
+	for _, w := range ws.watchers {
+		if _, ok := h.synced[w]; ok && w.progress && now.Sub(w.lastSent) >= interval {
+			due = append(due, w)
+		}
+	}
+	ws.mu.Unlock()
+	for _, w := range due {
+		ws.push(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: h.rev}, WatchId: w.id}, true)
+		w.lastSent = now
+	}
+}
