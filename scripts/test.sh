@@ -1,27 +1,30 @@
 #!/usr/bin/env bash
 # test.sh — every test of the project, with real components (README's second command; .ci/run runs it).
 #
-# Stages, in order; the first failure stops the run and its exit code is the script's:
+# Stages; the first failure stops the run and its exit code is the script's. They run in the order
+# 1 2 3 5 6, then 4 and 7 on one shared cluster:
 #   1. go vet, generated files up to date, unit tests of every package, the end-to-end store tests of
 #      test/store (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl) and the
 #      operator's reconciler tests against a real kube-apiserver + etcd, in one `go test`
 #   2. the Kubernetes storage suites (k8s.io/apiserver v0.37.2 etcd3 + cacher) against the store
-#   3. real kubeadm clusters of systemd-nspawn nodes (scripts/kubeadm.sh): up, smoke, down, and the
-#      host compared with a snapshot taken before; also up twice in a row, and down after a kill -9
-#      of up halfway (test/kubeadm/down_test.sh plain|twice|crash)
-#   4. the moves on a real cluster: install store / undo store (scripts/kubeadm.sh move, test/move)
-#      and install runtime / undo runtime on the worker and the control plane (scripts/kubeadm.sh
-#      node, test/noderuntime), each with a failure and a kill -9 at every step, and bad input; pod
-#      restart with and without the prepull; the control plane's runtime moved with the store moved
+#   3. the kubeadm harness (scripts/kubeadm.sh, systemd-nspawn nodes): up twice in a row, and down
+#      after a kill -9 of up halfway, the host compared with a snapshot taken before each
+#      (test/kubeadm/down_test.sh twice|crash)
 #   5. the runtime: critest v1.37.0 fully offline (scripts/critest.sh), kill -9 and restart of the
 #      runtime with containers running (scripts/critest/restart.sh), a real kubelet on it
 #      (scripts/critest/kubelet.sh)
 #   6. bench/run.sh --quick: every benchmark workload once against the store, etcd and kine (a smoke
 #      check that asserts that each ran, never a number; the full run writes docs/benchmarks.md)
-#   7. the operator end to end on a fresh cluster (scripts/kubeadm.sh e2e, test/e2e): 5,000 objects,
-#      deploy/quantykube.yaml applied, the store and a labelled worker Moved then Undone with the
-#      operator pod killed at every step, every resourceVersion kept, every pod Running; then a
-#      worker with an injected fault: Failed within its deadline, rolled back, the rest untouched
+#   4. on one real cluster (control plane + 1 worker; up and smoke first): install runtime / undo
+#      runtime on the worker and the control plane (scripts/kubeadm.sh node, test/noderuntime) and
+#      install store / undo store (scripts/kubeadm.sh move, test/move), each with a failure and a
+#      kill -9 at every step, and bad input; kubeadm upgrade on the moved cluster, a manifest pointed
+#      back refused, undo after a long life on the store
+#   7. on the same cluster, back on etcd and containerd: the operator end to end (scripts/kubeadm.sh
+#      e2e, test/e2e): 5,000 objects, deploy/quantykube.yaml applied, the store and a labelled worker
+#      Moved then Undone with the operator pod killed at every step, every resourceVersion kept, every
+#      pod Running; then a worker with an injected fault: Failed within its deadline, rolled back
+#   After 4/7 the cluster goes down and the host is compared with its snapshot from before `up`.
 #
 # Real binaries are built from the Go module proxy by scripts/deps.sh and cached under
 # ${QK_CACHE:-<repo>/.cache}; the first run on a fresh machine spends most of its time there.
@@ -30,9 +33,18 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export PATH=$PATH:/usr/local/go/bin
-STAGES=${STAGES:-"1 2 3 4 5 6 7"}
+STAGES=${STAGES:-"1 2 3 4 5 6 7"}   # run in the order 1 2 3 5 6, then 4 and 7 on one cluster
 CACHE=${QK_CACHE:-$ROOT/.cache}
-stage() { printf '\n=== %s (%s)\n' "$*" "$(date -u +%H:%M:%S)"; }
+T0=$SECONDS
+stage() { printf '\n=== %s (%s, +%dm%02ds)\n' "$*" "$(date -u +%H:%M:%S)" $(((SECONDS - T0) / 60)) $(((SECONDS - T0) % 60)); }
+# use_slot picks the first free cluster slot (bridge, node subnet, names, state
+# dir) so a cluster left running by other work on this host is never touched.
+use_slot() {
+  if [[ -z ${QK_SLOT_PICKED:-} ]] && scripts/kubeadm.sh free-slot >/dev/null 2>&1; then
+    eval "$(scripts/kubeadm.sh free-slot)"
+    export QK_SLOT_PICKED=1
+  fi
+}
 want() { [[ " $STAGES " == *" $1 "* ]]; }
 
 stage "building quantykube and the real components"
@@ -53,19 +65,10 @@ if want 2; then
   test/k8s-storage/run.sh --store-bin "$QK_STORE_BIN"
 fi
 if want 3; then
-  stage "3. kubeadm clusters: up, smoke, down, host unchanged (plain, up twice, kill -9 of up)"
-  bash test/kubeadm/down_test.sh plain
+  stage "3. kubeadm harness: up twice in a row, down after a kill -9 of up; the host unchanged after each"
+  use_slot
   bash test/kubeadm/down_test.sh twice
   bash test/kubeadm/down_test.sh crash
-fi
-if want 4; then
-  stage "4. install/undo store and install/undo runtime on a real cluster, with faults"
-  trap 'scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
-  scripts/kubeadm.sh up --workers 1
-  scripts/kubeadm.sh node   # first: its tests want a worker with only their own pods
-  scripts/kubeadm.sh move
-  scripts/kubeadm.sh down
-  trap - EXIT
 fi
 if want 5; then
   stage "5. the runtime: critest offline, restart under load, kubelet"
@@ -78,13 +81,35 @@ if want 6; then
   stage "6. benchmarks, quick: every workload ran on every store"
   bench/run.sh --quick
 fi
-if want 7; then
-  stage "7. the operator end to end: move and undo through one Installation, killed at every step, a failing node"
+# Stages 4 and 7 share one cluster (control plane + 1 worker): one `up`, and the
+# host compared with its snapshot after the `down` (what `down_test.sh plain`
+# checks, on the cluster the moves ran on). Stage 4's tests leave the cluster on
+# etcd and containerd, every pod Running — the state stage 7 starts from.
+if want 4 || want 7; then
+  use_slot
+  snap=$(mktemp -d /tmp/qk-ci-host.XXXXXX)
+  scripts/kubeadm.sh down >/dev/null 2>&1 || true
+  test/kubeadm/snapshot.sh "$snap/before"
   trap 'scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
+  stage "4/7. one real cluster for the moves and the operator: up, smoke"
   scripts/kubeadm.sh up --workers 1
-  scripts/kubeadm.sh e2e
+  scripts/kubeadm.sh smoke
+  if want 4; then
+    stage "4. install/undo runtime and install/undo store on the cluster, with faults"
+    scripts/kubeadm.sh node   # first: its tests want a worker with only their own pods
+    scripts/kubeadm.sh move
+  fi
+  if want 7; then
+    stage "7. the operator end to end: move and undo through one Installation, killed at every step, a failing node"
+    scripts/kubeadm.sh e2e
+  fi
+  stage "4/7. down, and the host as it was before up"
   scripts/kubeadm.sh down
+  scripts/kubeadm.sh down   # idempotent
   trap - EXIT
+  test/kubeadm/snapshot.sh "$snap/after"
+  test/kubeadm/compare.sh "$snap/before" "$snap/after"
+  rm -rf "$snap"
 fi
 stage "all stages passed"
 n=0; for s in $STAGES; do n=$((n + 1)); done
