@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 )
@@ -110,24 +111,26 @@ func (c *Controller) waitClose(ctx context.Context, st *memberState) error {
 	if err != nil {
 		return invalid(err)
 	}
-	deadline := time.Now().Add(catchUpTimeout)
-	for {
+	var (
+		lag     int64
+		readErr error
+	)
+	pollErr := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, catchUpTimeout, true, func(context.Context) (bool, error) {
+		// Each read has its own bound, not cut short by catchUpTimeout.
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		peer, err := etcdRev(pctx, cli)
 		cancel()
-		lag := peer - c.st.Rev()
+		lag, readErr = peer-c.st.Rev(), err
 		if st.rec.Mode == api.ReplayingTo {
 			lag = -lag
 		}
-		if err == nil && lag <= maxHoldLag {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			if err != nil {
-				return status.Errorf(codes.Unavailable, "cannot read the %s's revision (%v); fix the connection and run the command again", role, err)
-			}
-			return refuse("the replay is %d revisions behind and did not come within %d in %v: the %s is written faster than the replay applies; run the command again when writes slow down", lag, maxHoldLag, catchUpTimeout, map[string]string{"source": "source", "target": "store"}[role])
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil && lag <= maxHoldLag, nil
+	})
+	switch {
+	case pollErr == nil:
+		return nil
+	case readErr != nil:
+		return status.Errorf(codes.Unavailable, "cannot read the %s's revision (%v); fix the connection and run the command again", role, readErr)
 	}
+	return refuse("the replay is %d revisions behind and did not come within %d in %v: the %s is written faster than the replay applies; run the command again when writes slow down", lag, maxHoldLag, catchUpTimeout, map[string]string{"source": "source", "target": "store"}[role])
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 )
@@ -72,8 +73,8 @@ func TestMirrorLifecycle(t *testing.T) {
 	writeMix(t, ctx, qk, qk, 1)
 	writeMix(t, ctx, etcd, etcd, 2)
 
-	stopW := writeLoop(t, qk, "/w1/")
-	time.Sleep(200 * time.Millisecond)
+	stopW, writes := writeLoop(t, qk, "/w1/")
+	waitWrites(t, writes, writes()+loopWrites)
 	res, err := c.Cutover(ctx, &api.TransitionRequest{Timeout: 5 * time.Second})
 	acked := stopW()
 	if err != nil {
@@ -101,8 +102,8 @@ func TestMirrorLifecycle(t *testing.T) {
 		t.Fatalf("replay-to: %v", err)
 	}
 	writeMix(t, ctx, qk, qk, 3)
-	stopW = writeLoop(t, qk, "/w2/")
-	time.Sleep(200 * time.Millisecond)
+	stopW, writes = writeLoop(t, qk, "/w2/")
+	waitWrites(t, writes, writes()+loopWrites)
 	back, err := c.Cutback(ctx, &api.TransitionRequest{Timeout: 5 * time.Second})
 	acked = stopW()
 	if err != nil {
@@ -120,9 +121,24 @@ func TestMirrorLifecycle(t *testing.T) {
 	}
 }
 
-// writeLoop puts keys through cli until stopped and returns how many were
-// acknowledged; each acknowledged key is checked readable.
-func writeLoop(t *testing.T, cli *clientv3.Client, prefix string) func() int {
+// loopWrites is how many acknowledged writes of a writeLoop show that
+// writers are going on.
+const loopWrites = 20
+
+// waitWrites waits until count (a writeLoop's) reaches n.
+func waitWrites(t *testing.T, count func() int, n int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return count() >= n, nil
+	})
+	if err != nil {
+		t.Fatalf("writes stalled at %d acknowledged, want %d: %v", count(), n, err)
+	}
+}
+
+// writeLoop puts keys through cli until stopped; stop returns how many were
+// acknowledged, each checked readable, and count how many are so far.
+func writeLoop(t *testing.T, cli *clientv3.Client, prefix string) (stop func() int, count func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -143,6 +159,11 @@ func writeLoop(t *testing.T, cli *clientv3.Client, prefix string) func() int {
 			time.Sleep(time.Millisecond) // a rate the replay into etcd keeps up with
 		}
 	}()
+	count = func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(acked)
+	}
 	return func() int {
 		cancel()
 		wg.Wait()
@@ -153,7 +174,7 @@ func writeLoop(t *testing.T, cli *clientv3.Client, prefix string) func() int {
 			}
 		}
 		return len(acked)
-	}
+	}, count
 }
 
 // TestCutoverAbandoned: a cut-over that cannot finish within its timeout is
@@ -167,14 +188,14 @@ func TestCutoverAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.beforeSwitch = func() { time.Sleep(600 * time.Millisecond) }
-	stop := writeLoop(t, qk, "/held/")
-	time.Sleep(100 * time.Millisecond)
+	stop, writes := writeLoop(t, qk, "/held/")
+	waitWrites(t, writes, writes()+loopWrites)
 	_, err := c.Cutover(ctx, &api.TransitionRequest{Timeout: 300 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), "abandoned") {
 		t.Fatalf("cutover past its timeout: %v, want it abandoned", err)
 	}
 	t.Logf("refused: %v", statusMessage(err))
-	time.Sleep(200 * time.Millisecond)
+	waitWrites(t, writes, writes()+loopWrites) // writes go on after the abandon
 	acked := stop()
 	s, _ := c.Status(ctx, nil)
 	if s.Mode != api.Mirror || s.Hold != nil || !strings.Contains(s.LastAbort, "abandoned") {

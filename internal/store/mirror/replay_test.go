@@ -10,6 +10,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
@@ -45,12 +46,11 @@ func runReplayer(t *testing.T, r *Replayer) (stop func() error) {
 
 func waitRev(t *testing.T, what string, rev func() int64, want int64, errc func() error) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for rev() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s at revision %d, want %d", what, rev(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 20*time.Second, true, func(context.Context) (bool, error) {
+		return rev() >= want, nil
+	})
+	if err != nil {
+		t.Fatalf("%s at revision %d, want %d: %v", what, rev(), want, err)
 	}
 }
 
@@ -111,10 +111,9 @@ func TestReplayEtcdToStore(t *testing.T) {
 		sameKVs(t, fmt.Sprintf("at %d", at), storeKVs(t, st, at), allKVs(t, cli, at))
 	}
 	// Revoked leases go once the sweep sees them gone.
-	deadline := time.Now().Add(5 * time.Second)
-	for len(st.Leases()) != 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(st.Leases()) == 2, nil
+	}) // a timeout is reported by the comparison below
 	ls, _ := cli.Leases(ctx)
 	if len(st.Leases()) != len(ls.Leases) {
 		t.Errorf("store has leases %x, etcd %v", st.Leases(), ls.Leases)

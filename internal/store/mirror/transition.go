@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
@@ -26,22 +28,24 @@ func decodeNotice(b []byte) (drainedNotice, bool) {
 
 // reportDrained waits until this member's admitted writes are answered
 // (new ones wait for the hold's end), then says so through the log.
+// Both waits end early when the hold's deadline passes, the state changes
+// (the hold ended) or ctx ends.
 func (c *Controller) reportDrained(ctx context.Context, st *memberState) {
 	h := st.rec.Hold
 	deadline := st.appliedAt.Add(h.Timeout)
-	for c.inflight.Load() > 0 && time.Now().Before(deadline) && c.state.Load() == st {
-		time.Sleep(time.Millisecond)
-	}
+	over := func() bool { return !time.Now().Before(deadline) || c.state.Load() != st }
+	_ = wait.PollUntilContextTimeout(ctx, time.Millisecond, time.Until(deadline), true, func(context.Context) (bool, error) {
+		return c.inflight.Load() == 0 || over(), nil
+	})
 	n, _ := json.Marshal(drainedNotice{Hold: h.ID, Member: c.m.ID()})
-	for time.Now().Before(deadline) && c.state.Load() == st && ctx.Err() == nil {
-		nctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := c.st.Notify(nctx, n)
-		cancel()
-		if err == nil {
-			return
+	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Until(deadline), true, func(context.Context) (bool, error) {
+		if over() || ctx.Err() != nil {
+			return true, nil
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		nctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		return c.st.Notify(nctx, n) == nil, nil
+	})
 }
 
 // drainWait bounds the wait for the members' drain notices.

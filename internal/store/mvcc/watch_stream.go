@@ -119,9 +119,16 @@ func (ws *WatchStream) Cancel(id int64) bool {
 }
 
 // compacted cancels w because the revisions it needs were compacted. Called
-// by the sync loop, without hub.mu, after it took w out of unsynced.
+// by the sync loop, without hub.mu, after it took w out of unsynced. A
+// client's Cancel may have come first (w is no longer the stream's watcher
+// of that id, which a new watch may use by now): then it has its answer and
+// nothing is sent.
 func (ws *WatchStream) compacted(w *watcher, compactRev, rev int64) {
 	ws.mu.Lock()
+	if ws.watchers[w.id] != w {
+		ws.mu.Unlock()
+		return
+	}
 	delete(ws.watchers, w.id)
 	ws.mu.Unlock()
 	ws.push(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}, WatchId: w.id, Canceled: true,
