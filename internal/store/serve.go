@@ -77,6 +77,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if !waitPublished(ctx, rep) {
+		rep.Stop()
+		return rep.Err()
+	}
 	mctl, stopMirror := startMirror(ctx, st, rep, log)
 	apiCfg.Mirror = mctl
 	api := etcdapi.New(st, apiCfg)

@@ -129,23 +129,26 @@ func (r *Replica) confChange(ctx context.Context, typ raftpb.ConfChangeType, m *
 	}
 }
 
-// publish records this member's name and client URLs in the cluster once
-// it has a leader, retrying until it succeeds (etcd's publish).
+// publish proposes this member's name and client URLs through the log on
+// every start, once it is a member and has a leader, retrying until the
+// entry is applied here (etcd's publishV3); then it closes published. The
+// member serves clients only after that (etcd's ReadyNotify): having
+// applied its own entry, it has applied everything the cluster committed
+// before it came back, so a member restarted behind the others never serves
+// reads or watches from the past.
 func (r *Replica) publish() {
 	for {
-		m := r.member(r.id)
-		if m != nil && m.Name == r.cfg.Name && sameStrings(m.ClientURLs, r.cfg.ClientURLs) {
-			return
-		}
-		if m != nil && r.lead.Load() != 0 {
+		if r.member(r.id) != nil && r.lead.Load() != 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), r.requestTimeout())
 			_, err := r.Propose(ctx, &pb.InternalRaftRequest{ClusterMemberAttrSet: &membershippb.ClusterMemberAttrSetRequest{
 				Member_ID: r.id, MemberAttributes: &membershippb.Attributes{Name: r.cfg.Name, ClientUrls: r.cfg.ClientURLs},
 			}})
 			cancel()
 			if err == nil {
-				continue
+				close(r.published)
+				return
 			}
+			r.log.Debug("publish member attributes", "err", err)
 		}
 		select {
 		case <-time.After(500 * time.Millisecond):
@@ -155,14 +158,6 @@ func (r *Replica) publish() {
 	}
 }
 
-func sameStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+// Published is closed once this member's attributes, proposed at its
+// start, are applied here: the member may serve clients.
+func (r *Replica) Published() <-chan struct{} { return r.published }

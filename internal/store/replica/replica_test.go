@@ -53,15 +53,13 @@ func (m *testMember) stop() {
 	}
 }
 
-// TestThreeMembers runs three members in one process: a write proposed on a
-// follower is applied everywhere at the same revision, a linearizable read
-// after it sees it, and after the leader stops the other two elect a leader,
-// take writes, and the old leader catches up when it restarts.
-func TestThreeMembers(t *testing.T) {
+// newTestCluster starts n members bootstrapping a new cluster; they stop at
+// the end of the test.
+func newTestCluster(t *testing.T, n int) []*testMember {
 	dir := t.TempDir()
 	var ms []*testMember
 	initial := ""
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= n; i++ {
 		u := freePeerURL(t)
 		if i > 1 {
 			initial += ","
@@ -73,11 +71,20 @@ func TestThreeMembers(t *testing.T) {
 		m.cfg.InitialCluster = initial
 		m.start(t)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		for _, m := range ms {
 			m.stop()
 		}
-	}()
+	})
+	return ms
+}
+
+// TestThreeMembers runs three members in one process: a write proposed on a
+// follower is applied everywhere at the same revision, a linearizable read
+// after it sees it, and after the leader stops the other two elect a leader,
+// take writes, and the old leader catches up when it restarts.
+func TestThreeMembers(t *testing.T) {
+	ms := newTestCluster(t, 3)
 	lead := waitLeader(t, ms)
 	follower := ms[(lead+1)%3]
 	ctx := context.Background()
