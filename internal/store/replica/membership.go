@@ -40,6 +40,9 @@ func (r *Replica) AddMember(ctx context.Context, peerURLs []string, learner bool
 			}
 		}
 	}
+	if err := r.mayAddMember(learner); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	em := membership.NewMember("", urls, r.cfg.InitialClusterToken, &now)
 	em.IsLearner = learner
@@ -58,12 +61,17 @@ func (r *Replica) RemoveMember(ctx context.Context, id uint64) error {
 	if r.member(id) == nil {
 		return rpctypes.ErrGRPCMemberNotFound
 	}
+	if err := r.mayRemoveMember(id); err != nil {
+		return err
+	}
 	return r.confChange(ctx, raftpb.ConfChangeRemoveNode, &membership.Member{ID: types.ID(id)})
 }
 
 // PromoteMember makes a learner a voter once it has caught up with the
 // leader (etcd's rule: its log within 10 % of the leader's). Only the
-// leader knows how far a learner is; a follower answers ErrGRPCNotLeader.
+// leader knows how far a learner is: a follower forwards the request to the
+// leader's peer URL (etcd's promoteMemberHTTP) and waits until it has
+// applied the promotion itself.
 func (r *Replica) PromoteMember(ctx context.Context, id uint64) error {
 	m := r.member(id)
 	if m == nil {
@@ -73,12 +81,27 @@ func (r *Replica) PromoteMember(ctx context.Context, id uint64) error {
 		return rpctypes.ErrGRPCMemberNotLearner
 	}
 	if !r.IsLeader() {
+		if err := r.forwardPromote(ctx, id); err != nil {
+			return err
+		}
+		return r.ReadBarrier(ctx)
+	}
+	return r.promoteAsLeader(ctx, m)
+}
+
+// promoteAsLeader promotes learner m; on a member that does not lead it
+// answers ErrGRPCNotLeader.
+func (r *Replica) promoteAsLeader(ctx context.Context, m *pb.Member) error {
+	if !r.IsLeader() {
 		return rpctypes.ErrGRPCNotLeader
 	}
 	st := r.node.Status()
-	pr, ok := st.Progress[id]
+	pr, ok := st.Progress[m.ID]
 	if !ok || float64(pr.Match) < 0.9*float64(st.Progress[r.id].Match) {
 		return rpctypes.ErrGRPCLearnerNotReady
+	}
+	if err := r.mayPromoteMember(); err != nil {
+		return err
 	}
 	em := toEtcdMember(m)
 	em.IsLearner = false
