@@ -3,7 +3,6 @@ package robustness
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -181,18 +180,4 @@ func (c *cluster) kill() {
 	for _, m := range c.members {
 		m.kill()
 	}
-}
-
-// freePorts returns count distinct TCP ports that were bindable on 127.0.0.1.
-func freePorts(count int) ([]int, error) {
-	var ports []int
-	for range count {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port on 127.0.0.1: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

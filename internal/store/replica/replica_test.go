@@ -21,14 +21,24 @@ type testMember struct {
 	rep   *Replica
 }
 
+// freePeerURL returns a peer URL on a port not handed out before in this
+// process (two members given one port would each fail to bind it).
 func freePeerURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !handedOut[addr] {
+			handedOut[addr] = true
+			return "http://" + addr
+		}
 	}
-	defer l.Close()
-	return "http://" + l.Addr().String()
 }
+
+var handedOut = map[string]bool{}
 
 func (m *testMember) start(t *testing.T) {
 	t.Helper()
