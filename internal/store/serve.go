@@ -88,6 +88,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 	if err != nil {
 		return err
 	}
+	if !waitPublished(ctx, rep) {
+		rep.Stop()
+		return rep.Err()
+	}
 	mctl, stopMirror := startMirror(ctx, st, rep, log)
 	apiCfg.Mirror = mctl
 	api := etcdapi.New(st, apiCfg)

@@ -44,7 +44,7 @@ func TestMoveStoreAndBack(t *testing.T) {
 	w := &watcher{seen: map[string]bool{}}
 	go w.run(ctx, c.cs, listRV)
 	c.createCM(t, name("before-move"))
-	waitFor(t, "the watcher to see before-move", time.Minute, func() bool { return w.saw("default/"+name("before-move")) })
+	waitFor(t, "the watcher to see before-move", time.Minute, func() bool { return w.saw("default/" + name("before-move")) })
 
 	_, etcdRev := c.etcdHashKV(t, 0)
 	etcdHash, _ := c.etcdHashKV(t, etcdRev)
@@ -82,7 +82,7 @@ func TestMoveStoreAndBack(t *testing.T) {
 		t.Errorf("a moved cluster must react at once: the deleted pod was replaced after %v (limit %v)", r.Replaced, reactLimit)
 	}
 	c.createCM(t, name("after-move"))
-	waitFor(t, "the watcher to see after-move (no event silently lost)", 2*time.Minute, func() bool { return w.saw("default/"+name("after-move")) })
+	waitFor(t, "the watcher to see after-move (no event silently lost)", 2*time.Minute, func() bool { return w.saw("default/" + name("after-move")) })
 	c.podRuns(t, name("scheduled-on-store"))
 	dep, err := c.cs.AppsV1().Deployments("load-1").Get(ctx, "spread", metav1.GetOptions{})
 	if err != nil {
@@ -114,7 +114,7 @@ func TestMoveStoreAndBack(t *testing.T) {
 		t.Fatalf("undo did not say where it saved etcd:\n%s", out)
 	}
 	c.createCM(t, name("after-undo"))
-	waitFor(t, "the watcher to see after-undo", 2*time.Minute, func() bool { return w.saw("default/"+name("after-undo")) })
+	waitFor(t, "the watcher to see after-undo", 2*time.Minute, func() bool { return w.saw("default/" + name("after-undo")) })
 	c.podRuns(t, name("scheduled-after-undo"))
 	t.Logf("watcher resumed %d times, relisted %d times", w.resumed, w.relisted)
 }

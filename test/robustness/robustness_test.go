@@ -116,10 +116,10 @@ func runScenario(t *testing.T, s scenario, dir string) {
 		t.Errorf("save the report: %v", ferr)
 	}
 	writeOutcome(t, dir, out)
-	if !t.Failed() && !*flagKeepData {
-		for _, d := range c.dataDirs() {
-			_ = os.RemoveAll(d)
-		}
+	if t.Failed() || *flagKeepData {
+		t.Logf("members' data dirs kept in %s (m*.data); delete them when done", dir)
+	} else {
+		c.removeData()
 	}
 }
 

@@ -62,7 +62,9 @@ if [[ -z $bin ]]; then
 fi
 [[ -x $bin ]] || die "'$bin' is not executable; pass --bin PATH"
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
-if [[ $server == store ]] && ! "$bin" store --help 2>&1 | grep -q -- --initial-cluster; then
+# The help text is read whole first: `grep -q` in the pipe would exit at the first match and, under
+# pipefail, the writer's SIGPIPE failed the check now and then.
+if [[ $server == store ]] && ! grep -q -- --initial-cluster <<<"$("$bin" store --help 2>&1)"; then
   die "'$bin store' has no --initial-cluster flag yet (replication, issue #13): nothing to run against the store"
 fi
 

@@ -28,8 +28,9 @@ func (c *cluster) addMember(t *testing.T, learner bool) (*server, uint64) {
 		} else {
 			resp, err = cl.MemberAdd(ctx, []string{peer})
 		}
-		// etcd refuses changes until its members have been connected for 5 s.
-		if err == nil || !strings.Contains(err.Error(), "unhealthy cluster") || ctx.Err() != nil {
+		// etcd refuses changes until its members have been connected for 5 s
+		// and a voter until the last one added has started.
+		if err == nil || !retryableReconfig(err) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -102,21 +103,41 @@ func waitHasKeys(t *testing.T, m *server, prefix string, n int) {
 	}
 }
 
-// promote promotes a learner on the leader once it has caught up.
+// retryableReconfig reports whether a member change was refused by
+// --strict-reconfig-check for a reason that passes (members connected for
+// less than 5 s, a new member not started yet).
+func retryableReconfig(err error) bool {
+	return strings.Contains(err.Error(), "unhealthy cluster") || strings.Contains(err.Error(), "not enough started members")
+}
+
+// promote promotes a learner once it has caught up, asking a voter that
+// does not lead: it forwards the request to the leader (etcd does).
 func (c *cluster) promote(t *testing.T, id uint64) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		lc := c.Members[c.leader(10*time.Second)].Client()
+		li := c.leader(10 * time.Second)
+		var via *server
+		for i, m := range c.Members {
+			if st, err := memberStatus(m); i != li && err == nil && !st.IsLearner {
+				via = m
+				break
+			}
+		}
+		if via == nil {
+			t.Fatal("no follower to ask for the promote")
+		}
+		fc := via.Client()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := lc.MemberPromote(ctx, id)
+		_, err := fc.MemberPromote(ctx, id)
 		cancel()
-		lc.Close()
+		fc.Close()
 		if err == nil {
+			t.Logf("promoted %x through the follower %s", id, via.Name)
 			return
 		}
 		if !strings.Contains(err.Error(), "in sync with leader") || time.Now().After(deadline) {
-			t.Fatalf("promote %x: %v", id, err)
+			t.Fatalf("promote %x through the follower %s: %v", id, via.Name, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

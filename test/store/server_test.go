@@ -382,15 +382,16 @@ func keepLog(t testing.TB, path string) {
 	}
 }
 
-// freeAddr returns a loopback host:port nobody listens on right now.
+// freeAddr returns a loopback host:port nobody listens on right now, never
+// handed out before in this process and outside the ephemeral port range
+// (cluster_ports_test.go).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freePorts(1)
 	if err != nil {
 		t.Fatalf("find a free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", p[0])
 }
 
 // hostPort strips the scheme of a URL like https://127.0.0.1:2479.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -203,20 +202,6 @@ func status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, err
 	}
 	defer cl.Close()
 	return cl.Status(ctx, endpoint)
-}
-
-// freePorts returns count distinct ports that were free on 127.0.0.1.
-func freePorts(count int) ([]int, error) {
-	var ports []int
-	for range count {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // MemberID is member i's raft member ID, from Status().

@@ -26,11 +26,11 @@ func (s *Server) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.L
 		resp.Header = s.fill(resp.Header)
 		return resp, nil
 	}
-	id, ttl, err := s.store.LeaseGrant(ctx, r.ID, r.TTL)
+	id, ttl, rev, err := s.store.LeaseGrantRev(ctx, r.ID, r.TTL)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.LeaseGrantResponse{Header: s.header(s.store.Rev()), ID: id, TTL: ttl}, nil
+	return &pb.LeaseGrantResponse{Header: s.header(rev), ID: id, TTL: ttl}, nil
 }
 
 // LeaseRevoke serves Lease.LeaseRevoke: the lease's keys are deleted in one

@@ -40,9 +40,13 @@ func (w *writeTxn) applyRequest(r *pb.InternalRaftRequest) (any, error) {
 	case r.Compaction != nil:
 		return w.applyCompaction(r.Compaction)
 	case r.LeaseGrant != nil:
-		return nil, w.grant(r.LeaseGrant.ID, r.LeaseGrant.TTL)
+		// The response's revision is the store's at the apply (etcd's).
+		return w.currentRev(), w.grant(r.LeaseGrant.ID, r.LeaseGrant.TTL)
 	case r.LeaseRevoke != nil:
-		return nil, w.revoke(r.LeaseRevoke.ID)
+		// The revision after the lease's keys are deleted (raised only if
+		// there were any), as etcd answers.
+		err := w.revoke(r.LeaseRevoke.ID)
+		return w.currentRev(), err
 	case r.LeaseCheckpoint != nil:
 		for _, c := range r.LeaseCheckpoint.Checkpoints {
 			w.s.lessor.renew(c.ID, c.Remaining_TTL)

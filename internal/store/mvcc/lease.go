@@ -134,8 +134,17 @@ func (l *lessor) detach(id int64, key []byte) {
 // before the request is replicated, so that every member applies the same
 // id). A TTL below the minimum is raised to it; the granted TTL is returned.
 func (s *Store) LeaseGrant(ctx context.Context, id, ttl int64) (int64, int64, error) {
+	id, ttl, _, err := s.LeaseGrantRev(ctx, id, ttl)
+	return id, ttl, err
+}
+
+// LeaseGrantRev is LeaseGrant that also returns the store's revision at the
+// grant's apply, the revision etcd puts in the response's header (a later
+// one would tell a linearizability checker the grant happened after writes
+// it preceded).
+func (s *Store) LeaseGrantRev(ctx context.Context, id, ttl int64) (int64, int64, int64, error) {
 	if ttl > MaxLeaseTTL {
-		return 0, 0, ErrLeaseTTLLarge
+		return 0, 0, 0, ErrLeaseTTLLarge
 	}
 	if ttl < s.opts.MinLeaseTTL {
 		ttl = s.opts.MinLeaseTTL
@@ -145,14 +154,14 @@ func (s *Store) LeaseGrant(ctx context.Context, id, ttl int64) (int64, int64, er
 		if pick {
 			id = s.lessor.unusedID()
 		}
-		_, err := s.submit(ctx, &pb.InternalRaftRequest{LeaseGrant: &pb.LeaseGrantRequest{ID: id, TTL: ttl}})
+		resp, err := s.submit(ctx, &pb.InternalRaftRequest{LeaseGrant: &pb.LeaseGrantRequest{ID: id, TTL: ttl}})
 		if errors.Is(err, ErrLeaseExists) && pick && attempt < 3 {
 			continue // another grant took the id meanwhile
 		}
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
-		return id, ttl, nil
+		return id, ttl, resp.(int64), nil
 	}
 }
 
@@ -183,13 +192,15 @@ func (w *writeTxn) grant(id, ttl int64) error {
 	return nil
 }
 
-// LeaseRevoke revokes a lease and deletes its keys, in one revision.
+// LeaseRevoke revokes a lease and deletes its keys, in one revision, and
+// returns the store's revision right after that apply (etcd's response
+// revision: raised only if the lease had keys).
 func (s *Store) LeaseRevoke(ctx context.Context, id int64) (int64, error) {
-	_, err := s.submit(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
+	resp, err := s.submit(ctx, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 	if err != nil {
 		return 0, err
 	}
-	return s.Rev(), nil
+	return resp.(int64), nil
 }
 
 func (w *writeTxn) revoke(id int64) error {

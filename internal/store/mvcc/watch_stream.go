@@ -71,7 +71,7 @@ func (ws *WatchStream) Watch(o WatchOptions) (int64, error) {
 	}
 	w := &watcher{
 		id: id, key: o.Key, end: o.End, prevKV: o.PrevKV, noPut: o.NoPut, noDelete: o.NoDelete,
-		progress: o.ProgressNotify, fragment: o.Fragment, stream: ws, lastSent: time.Now(),
+		progress: o.ProgressNotify, fragment: o.Fragment, stream: ws, lastSent: time.Now(), startRev: o.StartRev,
 	}
 	ws.watchers[id] = w
 	ws.mu.Unlock()

@@ -20,7 +20,10 @@ type watcher struct {
 	fragment bool
 	// nextRev is the first revision not yet delivered.
 	nextRev int64
-	stream  *WatchStream
+	// startRev is the start revision asked for (0: none); no progress
+	// notification is sent below it (etcd's progressIfSync).
+	startRev int64
+	stream   *WatchStream
 	// lastSent is when the watcher was last sent anything (for progress_notify).
 	lastSent time.Time
 }

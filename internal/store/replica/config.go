@@ -41,6 +41,9 @@ type Config struct {
 	SnapshotCount uint64
 	// MaxRequestBytes bounds a proposal (the API checks requests first).
 	MaxRequestBytes int
+	// StrictReconfigCheck is --strict-reconfig-check (etcd's default: on):
+	// refuse member changes that would lose quorum (reconfig.go).
+	StrictReconfigCheck bool
 }
 
 func (c *Config) walDir() string  { return filepath.Join(c.DataDir, "raft", "wal") }

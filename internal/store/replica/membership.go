@@ -40,6 +40,9 @@ func (r *Replica) AddMember(ctx context.Context, peerURLs []string, learner bool
 			}
 		}
 	}
+	if err := r.mayAddMember(learner); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	em := membership.NewMember("", urls, r.cfg.InitialClusterToken, &now)
 	em.IsLearner = learner
@@ -58,12 +61,17 @@ func (r *Replica) RemoveMember(ctx context.Context, id uint64) error {
 	if r.member(id) == nil {
 		return rpctypes.ErrGRPCMemberNotFound
 	}
+	if err := r.mayRemoveMember(id); err != nil {
+		return err
+	}
 	return r.confChange(ctx, raftpb.ConfChangeRemoveNode, &membership.Member{ID: types.ID(id)})
 }
 
 // PromoteMember makes a learner a voter once it has caught up with the
 // leader (etcd's rule: its log within 10 % of the leader's). Only the
-// leader knows how far a learner is; a follower answers ErrGRPCNotLeader.
+// leader knows how far a learner is: a follower forwards the request to the
+// leader's peer URL (etcd's promoteMemberHTTP) and waits until it has
+// applied the promotion itself.
 func (r *Replica) PromoteMember(ctx context.Context, id uint64) error {
 	m := r.member(id)
 	if m == nil {
@@ -73,12 +81,27 @@ func (r *Replica) PromoteMember(ctx context.Context, id uint64) error {
 		return rpctypes.ErrGRPCMemberNotLearner
 	}
 	if !r.IsLeader() {
+		if err := r.forwardPromote(ctx, id); err != nil {
+			return err
+		}
+		return r.ReadBarrier(ctx)
+	}
+	return r.promoteAsLeader(ctx, m)
+}
+
+// promoteAsLeader promotes learner m; on a member that does not lead it
+// answers ErrGRPCNotLeader.
+func (r *Replica) promoteAsLeader(ctx context.Context, m *pb.Member) error {
+	if !r.IsLeader() {
 		return rpctypes.ErrGRPCNotLeader
 	}
 	st := r.node.Status()
-	pr, ok := st.Progress[id]
+	pr, ok := st.Progress[m.ID]
 	if !ok || float64(pr.Match) < 0.9*float64(st.Progress[r.id].Match) {
 		return rpctypes.ErrGRPCLearnerNotReady
+	}
+	if err := r.mayPromoteMember(); err != nil {
+		return err
 	}
 	em := toEtcdMember(m)
 	em.IsLearner = false
@@ -129,23 +152,26 @@ func (r *Replica) confChange(ctx context.Context, typ raftpb.ConfChangeType, m *
 	}
 }
 
-// publish records this member's name and client URLs in the cluster once
-// it has a leader, retrying until it succeeds (etcd's publish).
+// publish proposes this member's name and client URLs through the log on
+// every start, once it is a member and has a leader, retrying until the
+// entry is applied here (etcd's publishV3); then it closes published. The
+// member serves clients only after that (etcd's ReadyNotify): having
+// applied its own entry, it has applied everything the cluster committed
+// before it came back, so a member restarted behind the others never serves
+// reads or watches from the past.
 func (r *Replica) publish() {
 	for {
-		m := r.member(r.id)
-		if m != nil && m.Name == r.cfg.Name && sameStrings(m.ClientURLs, r.cfg.ClientURLs) {
-			return
-		}
-		if m != nil && r.lead.Load() != 0 {
+		if r.member(r.id) != nil && r.lead.Load() != 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), r.requestTimeout())
 			_, err := r.Propose(ctx, &pb.InternalRaftRequest{ClusterMemberAttrSet: &membershippb.ClusterMemberAttrSetRequest{
 				Member_ID: r.id, MemberAttributes: &membershippb.Attributes{Name: r.cfg.Name, ClientUrls: r.cfg.ClientURLs},
 			}})
 			cancel()
 			if err == nil {
-				continue
+				close(r.published)
+				return
 			}
+			r.log.Debug("publish member attributes", "err", err)
 		}
 		select {
 		case <-time.After(500 * time.Millisecond):
@@ -155,14 +181,6 @@ func (r *Replica) publish() {
 	}
 }
 
-func sameStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+// Published is closed once this member's attributes, proposed at its
+// start, are applied here: the member may serve clients.
+func (r *Replica) Published() <-chan struct{} { return r.published }

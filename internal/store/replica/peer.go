@@ -58,6 +58,7 @@ func (r *Replica) servePeers(ls []peerListener) {
 	mux.Handle(rafthttp.RaftPrefix, r.transport.Handler())
 	mux.Handle(rafthttp.RaftPrefix+"/", r.transport.Handler())
 	mux.HandleFunc(membersPath, r.serveMembers)
+	mux.HandleFunc(promotePrefix, r.servePromote)
 	var tlsCfg *tls.Config
 	if !r.cfg.PeerTLS.Empty() {
 		var err error

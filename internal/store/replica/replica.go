@@ -61,6 +61,9 @@ type Replica struct {
 	leaderMu      sync.Mutex
 	leaderChanged chan struct{} // closed and replaced when the leader changes
 
+	// published is closed once publish succeeded (see Published).
+	published chan struct{}
+
 	stopOnce sync.Once
 	stopc    chan struct{}
 	donec    chan struct{}

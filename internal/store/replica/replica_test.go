@@ -21,14 +21,24 @@ type testMember struct {
 	rep   *Replica
 }
 
+// freePeerURL returns a peer URL on a port not handed out before in this
+// process (two members given one port would each fail to bind it).
 func freePeerURL(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !handedOut[addr] {
+			handedOut[addr] = true
+			return "http://" + addr
+		}
 	}
-	defer l.Close()
-	return "http://" + l.Addr().String()
 }
+
+var handedOut = map[string]bool{}
 
 func (m *testMember) start(t *testing.T) {
 	t.Helper()
@@ -53,15 +63,13 @@ func (m *testMember) stop() {
 	}
 }
 
-// TestThreeMembers runs three members in one process: a write proposed on a
-// follower is applied everywhere at the same revision, a linearizable read
-// after it sees it, and after the leader stops the other two elect a leader,
-// take writes, and the old leader catches up when it restarts.
-func TestThreeMembers(t *testing.T) {
+// newTestCluster starts n members bootstrapping a new cluster; they stop at
+// the end of the test.
+func newTestCluster(t *testing.T, n int) []*testMember {
 	dir := t.TempDir()
 	var ms []*testMember
 	initial := ""
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= n; i++ {
 		u := freePeerURL(t)
 		if i > 1 {
 			initial += ","
@@ -73,11 +81,20 @@ func TestThreeMembers(t *testing.T) {
 		m.cfg.InitialCluster = initial
 		m.start(t)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		for _, m := range ms {
 			m.stop()
 		}
-	}()
+	})
+	return ms
+}
+
+// TestThreeMembers runs three members in one process: a write proposed on a
+// follower is applied everywhere at the same revision, a linearizable read
+// after it sees it, and after the leader stops the other two elect a leader,
+// take writes, and the old leader catches up when it restarts.
+func TestThreeMembers(t *testing.T) {
+	ms := newTestCluster(t, 3)
 	lead := waitLeader(t, ms)
 	follower := ms[(lead+1)%3]
 	ctx := context.Background()

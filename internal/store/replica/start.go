@@ -35,8 +35,8 @@ func Start(cfg Config, store *mvcc.Store, log *slog.Logger) (*Replica, error) {
 	r := &Replica{
 		cfg: cfg, log: log, store: store, zlog: newZapLogger(),
 		waits: wait.New(), applyWait: wait.NewTimeList(),
-		leaderChanged: make(chan struct{}),
-		stopc:         make(chan struct{}), donec: make(chan struct{}), errc: make(chan error, 1),
+		leaderChanged: make(chan struct{}), published: make(chan struct{}),
+		stopc: make(chan struct{}), donec: make(chan struct{}), errc: make(chan error, 1),
 	}
 	peerLns, err := listenPeers(cfg.ListenPeerURLs)
 	if err != nil {

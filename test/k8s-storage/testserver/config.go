@@ -96,17 +96,3 @@ func reassignPorts(cfgs []*embed.Config) error {
 	}
 	return nil
 }
-
-// freePorts returns count distinct TCP ports that were bindable on 127.0.0.1.
-func freePorts(count int) ([]int, error) {
-	var ports []int
-	for range count {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port on 127.0.0.1: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
