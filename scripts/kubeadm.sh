@@ -58,7 +58,7 @@ main() {
 		# a scratch state dir: a running cluster's images/ must not be replaced under it
 		require_host; install_prereqs
 		QK_STATE=$(mktemp -d "${TMPDIR:-/tmp}/qk-build.XXXXXX")
-		ensure_artifacts; ensure_template
+		ensure_template; ensure_artifacts
 		rm -rf "$QK_STATE" ;;
 	status) cmd_status ;;
 	move) cmd_move ;;
