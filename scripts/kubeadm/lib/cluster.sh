@@ -153,6 +153,11 @@ $(tail -n 15 "$(node_dir "$n")/kubeadm.log")"
 
 # kubelet_configuration: the KubeletConfiguration of every node (kubeadm
 # uploads it to the kubelet-config ConfigMap; join and upgrade read it there).
+# Eviction thresholds are absolute: this machine's disk is often under
+# kubelet's default 15% free (nodefs/imagefs) and every node would be tainted
+# disk-pressure; every hard signal is named, since one named signal drops
+# the defaults of the others. Image GC is off for the same reason: the images
+# are made on this machine, imported at boot, and a collected one costs a pull.
 kubelet_configuration() {
 	cat <<EOF2
 ---
@@ -162,6 +167,14 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 oomScoreAdj: 0
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1Gi
+  imagefs.available: 1Gi
+  nodefs.inodesFree: 5%
+  imagefs.inodesFree: 5%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 EOF2
 }
 
