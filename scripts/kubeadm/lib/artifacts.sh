@@ -103,8 +103,33 @@ build_images() {
 	for n in $BUSYBOX_APPLETS; do links+=(-link "/bin/$n:busybox"); done
 	make_image busybox "$QK_WORKLOAD_IMAGE" "" /bin/busybox:/bin/busybox -- "${links[@]}" -cmd /bin/sh
 	if [[ -n ${QK_BIN[quantykube]:-} ]]; then
-		make_image quantykube "$QK_QUANTYKUBE_IMAGE" /usr/local/bin/quantykube "${QK_BIN[quantykube]}:/usr/local/bin/quantykube"
+		make_quantykube_image || die "scripts/image.sh failed (see above)"
 	fi
+}
+
+# make_quantykube_image: QuantyKube's release image as scripts/image.sh builds
+# it from the working tree (an OCI archive named $QK_QUANTYKUBE_IMAGE, by
+# default ghcr.io/quantyroot/quantykube:<internal/version.Version>), cached
+# by content as quantykube-SHA.tar (image.sh's archives are byte-equal for
+# equal trees) and linked into $QK_STATE/images/quantykube.tar: an unchanged
+# tree keeps the same file (e2e_refresh_image compares its inode).
+make_quantykube_image() {
+	local dir=$QK_CACHE/kubeadm/images tmp sum out old
+	tmp=$dir/.quantykube-$$.tar
+	"$QK_ROOT/scripts/image.sh" --tag "$QK_QUANTYKUBE_IMAGE" "$tmp" >/dev/null 2>"$dir/.quantykube-$$.log" || {
+		cat "$dir/.quantykube-$$.log" >&2
+		rm -f "$tmp" "$dir/.quantykube-$$.log"
+		return 1
+	}
+	rm -f "$dir/.quantykube-$$.log"
+	sum=$(sha256sum <"$tmp" | cut -c1-16)
+	out=$dir/quantykube-$sum.tar
+	if [[ -s $out ]]; then rm -f "$tmp"; else mv "$tmp" "$out"; fi
+	ln -f "$out" "$QK_STATE/images/quantykube.tar"
+	for old in "$dir"/quantykube-*.tar; do
+		[[ $old != "$out" && $(stat -c %h "$old" 2>/dev/null) == 1 ]] && rm -f "$old"
+	done
+	return 0
 }
 
 # node_import_images NAME ROLE: import the images the node's role needs into its containerd.
