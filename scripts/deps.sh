@@ -22,7 +22,7 @@
 #   requested component needs them and they are missing.
 set -euo pipefail
 
-KUBE_VERSION=v1.36.3     # kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm
+KUBE_VERSION=v1.36.3     # kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm kube-proxy
 KUBE_STAGING_VERSION=v0.36.3
 ETCD_VERSION=v3.6.16     # etcd etcdctl etcdutl
 ETCD_BENCH_VERSION=v3.6.8 # etcd-benchmark (newest go.etcd.io/etcd/v3 root module served)
@@ -30,9 +30,10 @@ KINE_VERSION=v0.17.5
 CRI_TOOLS_VERSION=v1.37.0 # crictl critest
 RUNC_VERSION=v1.5.3
 CNI_VERSION=v1.10.0      # cni-plugins: bridge host-local portmap loopback (a directory)
+COREDNS_VERSION=v1.14.2  # coredns: kubeadm v1.36.3's CoreDNSVersion, only its default Corefile's plugins
 
-ALL_NAMES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm
-  etcd etcdctl etcdutl etcd-benchmark kine crictl critest runc cni-plugins)
+ALL_NAMES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm kube-proxy
+  etcd etcdctl etcdutl etcd-benchmark kine crictl critest runc cni-plugins coredns)
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WRAPPERS=$REPO_ROOT/scripts/deps
@@ -49,13 +50,14 @@ find_go() {
 # group_of NAME -> group key; version_of GROUP -> version.
 group_of() {
   case $1 in
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubeadm) echo kubernetes ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kubeadm|kube-proxy) echo kubernetes ;;
     etcd|etcdctl|etcdutl) echo etcd ;;
     etcd-benchmark) echo etcd-benchmark ;;
     kine) echo kine ;;
     crictl|critest) echo cri-tools ;;
     runc) echo runc ;;
     cni-plugins) echo cni-plugins ;;
+    coredns) echo coredns ;;
     *) return 1 ;;
   esac
 }
@@ -68,6 +70,7 @@ version_of() {
     cri-tools) echo "$CRI_TOOLS_VERSION" ;;
     runc) echo "$RUNC_VERSION" ;;
     cni-plugins) echo "$CNI_VERSION" ;;
+    coredns) echo "$COREDNS_VERSION" ;;
   esac
 }
 
@@ -190,6 +193,13 @@ build_group() {
         "$m/main/bridge@$CNI_VERSION" "$m/ipam/host-local@$CNI_VERSION" \
         "$m/meta/portmap@$CNI_VERSION" "$m/main/loopback@$CNI_VERSION"
       ;;
+    coredns)
+      # The wrapper is a package main of its own (scripts/deps/coredns/main.go): upstream's
+      # coredns.go with only the plugins of kubeadm's default Corefile.
+      check_wrapper coredns "github.com/coredns/coredns $COREDNS_VERSION\$"
+      CGO_ENABLED=0 gobuild "$WRAPPERS/coredns" -o "$tmp/coredns" \
+        -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=module-proxy-$COREDNS_VERSION" .
+      ;;
   esac
 }
 
@@ -231,7 +241,7 @@ ensure() {
 # regen GROUP: regenerate a wrapper module's go.mod/go.sum from the versions above.
 regen() {
   local g=$1 dir=$WRAPPERS/$1
-  [[ -f $dir/tools.go ]] || die "unknown wrapper '$g'; wrappers are: $(cd "$WRAPPERS" && echo */ | tr -d /)"
+  [[ -f $dir/go.mod ]] || die "unknown wrapper '$g'; wrappers are: $(cd "$WRAPPERS" && echo */ | tr -d /)"
   case $g in
     kubernetes)
       local info; info=$(cd /tmp && "$GO" mod download -json "k8s.io/kubernetes@$KUBE_VERSION") ||
@@ -250,6 +260,8 @@ regen() {
       "$ETCD_BENCH_VERSION" >"$dir/go.mod" ;;
     cri-tools) printf 'module quantykube.local/deps/cri-tools\n\ngo 1.26.6\n\nrequire sigs.k8s.io/cri-tools %s\n' \
       "$CRI_TOOLS_VERSION" >"$dir/go.mod" ;;
+    coredns) printf 'module quantykube.local/deps/coredns\n\ngo 1.26.0\n\nrequire github.com/coredns/coredns %s\n' \
+      "$COREDNS_VERSION" >"$dir/go.mod" ;;
     *) die "no regen recipe for '$g'" ;;
   esac
   rm -f "$dir/go.sum"
@@ -290,7 +302,7 @@ main() {
         printf '%-24s %-9s %s\n' "$n" "$(version_of "$g")" "$st"
       done
       ;;
-    regen) (($# == 1)) || die "usage: scripts/deps.sh regen WRAPPER (one of: kubernetes etcd etcd-benchmark cri-tools)"; regen "$1" ;;
+    regen) (($# == 1)) || die "usage: scripts/deps.sh regen WRAPPER (one of: kubernetes etcd etcd-benchmark cri-tools coredns)"; regen "$1" ;;
     -h|--help|help) usage ;;
     *) die "unknown command '$cmd'; use path, env, list or regen" ;;
   esac

@@ -3,7 +3,8 @@
 #   api/v1alpha1/zz_generated.deepcopy.go   (controller-gen object)
 #   deploy/generated/crd/*.yaml             (controller-gen crd, from api/v1alpha1 markers)
 #   deploy/generated/rbac/role.yaml         (controller-gen rbac, from internal/operator's +kubebuilder:rbac markers)
-#   deploy/quantykube.yaml                  (deploy/base/*.yaml + the two generated parts, concatenated)
+#   deploy/quantykube.yaml                  (deploy/base/*.yaml + the two generated parts, concatenated;
+#                                            @VERSION@ in deploy/base becomes internal/version.Version)
 # Invariant: files under deploy/generated and deploy/quantykube.yaml are never edited by hand; edit the
 # Go markers or deploy/base/ and rerun. `scripts/generate.sh check` fails when they are out of date (CI).
 set -euo pipefail
@@ -13,8 +14,17 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export PATH=$PATH:/usr/local/go/bin
 
+# release_version: internal/version.Version, the image tag the manifest names.
+release_version() {
+  local v
+  v=$(sed -n 's/^var Version = "\(v[0-9][^"]*\)"$/\1/p' internal/version/version.go)
+  [[ -n $v ]] || { echo 'generate.sh: no `var Version = "vX.Y.Z"` line in internal/version/version.go' >&2; exit 1; }
+  echo "$v"
+}
+
 gen() {
-  local out=$1
+  local out=$1 v
+  v=$(release_version)
   local cg=(go run "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_TOOLS_VERSION")
   "${cg[@]}" object paths=./api/... output:object:dir="$out/api"
   "${cg[@]}" crd paths=./api/... output:crd:dir="$out/crd"
@@ -24,7 +34,7 @@ gen() {
     # The namespace and the CRD first, the Deployment last.
     for f in deploy/base/00-*.yaml "$out"/crd/*.yaml "$out"/rbac/role.yaml deploy/base/[1-9]*.yaml; do
       echo "---"
-      awk 'NR==1 && $0=="---" {next} {print}' "$f"
+      awk -v v="$v" 'NR==1 && $0=="---" {next} {gsub(/@VERSION@/, v); print}' "$f"
     done
   } >"$out/quantykube.yaml"
 }

@@ -12,6 +12,7 @@
 #   scripts/kubeadm.sh selftest           snapshot the host, up, smoke, down, compare the host with the snapshot
 #   scripts/kubeadm.sh build              only build binaries, images and the node template (cached)
 #   scripts/kubeadm.sh status             nodes of the running cluster and how to reach it
+#   scripts/kubeadm.sh free-slot          `export ...` lines of the lowest free slot (QK_SLOT=0..7)
 #   scripts/kubeadm.sh move               the datastore moved onto quantykube store and back, with faults (test/move)
 #   scripts/kubeadm.sh node               a node's runtime moved onto quantykube runtime and back, with faults (test/noderuntime)
 #   scripts/kubeadm.sh e2e                the operator moves the store and a worker and back, killed at every
@@ -20,7 +21,8 @@
 #
 # Parameters are environment variables (see scripts/kubeadm/lib/common.sh):
 # QK_CLUSTER, QK_BRIDGE, QK_NODE_NET, QK_POD_NET, QK_CONTROL_PLANES, QK_WORKERS,
-# QK_CACHE, QK_STATE, ... Design and pitfalls: scripts/kubeadm/README.md.
+# QK_CACHE, QK_STATE, ...; QK_SLOT=0..7 sets the five names of a cluster slot at once.
+# Design and pitfalls: scripts/kubeadm/README.md.
 set -euo pipefail
 
 lib=$(cd "$(dirname "${BASH_SOURCE[0]}")/kubeadm/lib" && pwd)
@@ -58,9 +60,10 @@ main() {
 		# a scratch state dir: a running cluster's images/ must not be replaced under it
 		require_host; install_prereqs
 		QK_STATE=$(mktemp -d "${TMPDIR:-/tmp}/qk-build.XXXXXX")
-		ensure_artifacts; ensure_template
+		ensure_template; ensure_artifacts
 		rm -rf "$QK_STATE" ;;
 	status) cmd_status ;;
+	free-slot) [[ $# -eq 0 ]] || die "free-slot takes no arguments"; cmd_free_slot ;;
 	move) cmd_move ;;
 	node) cmd_node ;;
 	e2e) cmd_e2e ;;

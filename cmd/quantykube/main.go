@@ -25,7 +25,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newStoreCommand(), newInstallCommand(), newUndoCommand(), runtimecli.NewCommand(), operatorcli.NewCommand())
+	root.AddCommand(newStoreCommand(), newInstallCommand(), newUndoCommand(), runtimecli.NewCommand(), operatorcli.NewCommand(), newVersionCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "quantykube:", err)
 		os.Exit(1)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // imageSpec is everything one image is made of.
@@ -23,12 +24,17 @@ type imageSpec struct {
 	cmd        []string
 	workdir    string
 	arch       string
+	format     string // "docker" (docker-archive, the default) or "oci" (OCI archive)
 }
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// build writes the image described by s to s.out as a docker-archive.
+// build writes the image described by s to s.out as a docker-archive, or as
+// an OCI archive when s.format is "oci".
 func build(s imageSpec) error {
+	if s.format != "" && s.format != "docker" && s.format != "oci" {
+		return fmt.Errorf("-format %q: want docker or oci", s.format)
+	}
 	refs := make([]name.Reference, 0, len(s.tags))
 	for _, t := range s.tags {
 		ref, err := name.ParseReference(t, name.StrictValidation)
@@ -53,11 +59,17 @@ func build(s imageSpec) error {
 	if err := lf.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", layerPath, err)
 	}
-	layer, err := tarball.LayerFromFile(layerPath)
+	var layerOpts []tarball.LayerOption
+	base := empty.Image
+	if s.format == "oci" { // OCI media types throughout, not Docker's schema 2
+		layerOpts = append(layerOpts, tarball.WithMediaType(types.OCILayer))
+		base = mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	}
+	layer, err := tarball.LayerFromFile(layerPath, layerOpts...)
 	if err != nil {
 		return fmt.Errorf("read layer %s: %w", layerPath, err)
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	img, err := mutate.AppendLayers(base, layer)
 	if err != nil {
 		return fmt.Errorf("append layer: %w", err)
 	}
@@ -77,12 +89,8 @@ func build(s imageSpec) error {
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return fmt.Errorf("set config: %w", err)
 	}
-	refToImage := make(map[name.Reference]v1.Image, len(refs))
-	for _, r := range refs {
-		refToImage[r] = img
-	}
 	tmp := s.out + ".tmp"
-	if err := tarball.MultiRefWriteToFile(tmp, refToImage); err != nil {
+	if err := writeArchive(tmp, img, refs, s.format); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
@@ -90,4 +98,20 @@ func build(s imageSpec) error {
 		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
 	return nil
+}
+
+// writeArchive writes img under every ref to path in the given format.
+func writeArchive(path string, img v1.Image, refs []name.Reference, format string) error {
+	if format == "oci" {
+		tags := make([]string, len(refs))
+		for i, r := range refs {
+			tags[i] = r.Name()
+		}
+		return writeOCIArchive(path, img, tags)
+	}
+	refToImage := make(map[name.Reference]v1.Image, len(refs))
+	for _, r := range refs {
+		refToImage[r] = img
+	}
+	return tarball.MultiRefWriteToFile(path, refToImage)
 }

@@ -1,5 +1,6 @@
 // Command mkimage builds a single-layer OCI image from local files, offline,
-// and writes it as a docker-archive tarball that `ctr images import` accepts.
+// and writes it as a docker-archive tarball or an OCI archive (-format oci),
+// both of which `ctr images import` accepts.
 //
 // It exists because this project's test clusters have no image registry and no
 // Docker engine: every image a node runs (kube-apiserver, etcd, pause, a
@@ -44,6 +45,7 @@ func main() {
 	flag.StringVar(&entrypoint, "entrypoint", "", "comma-separated entrypoint, e.g. /usr/local/bin/etcd")
 	flag.StringVar(&cmd, "cmd", "", "comma-separated default arguments")
 	flag.StringVar(&spec.workdir, "workdir", "/", "working directory of the image")
+	flag.StringVar(&spec.format, "format", "docker", "archive format: docker (docker-archive) or oci (OCI image layout as a tar)")
 	flag.Parse()
 
 	if spec.out == "" || len(tags) == 0 {

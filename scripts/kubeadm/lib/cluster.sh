@@ -21,8 +21,8 @@ cmd_up() {
 	mkdir -p "$QK_STATE"
 	echo $$ >"$QK_STATE/up.pid"
 	local t0=$SECONDS
-	ensure_artifacts
 	ensure_template
+	ensure_artifacts
 	log "artifacts and template ready in $((SECONDS - t0))s"
 
 	host_register
@@ -115,7 +115,6 @@ nodeRegistration:
     value: "$ip"
 patches:
   directory: /etc/kubernetes/qk-patches
-skipPhases: [addon/coredns, addon/kube-proxy]
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
@@ -133,6 +132,34 @@ apiServer:
   extraArgs:
   - name: shutdown-watch-termination-grace-period
     value: 2s
+$(kubelet_configuration)
+---
+# kube-proxy leaves the host's conntrack alone: nf_conntrack_max and
+# hashsize are the whole machine's (kind does the same).
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+conntrack:
+  maxPerCore: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+EOF2
+	local args=(--config /etc/kubernetes/qk-kubeadm.yaml)
+	((QK_CONTROL_PLANES > 1)) && args+=(--upload-certs)
+	node_exec "$n" kubeadm init "${args[@]}" >"$(node_dir "$n")/kubeadm.log" 2>&1 ||
+		die "kubeadm init on $n failed; last lines of $(node_dir "$n")/kubeadm.log:
+$(tail -n 15 "$(node_dir "$n")/kubeadm.log")"
+}
+
+# kubelet_configuration: the KubeletConfiguration of every node (kubeadm
+# uploads it to the kubelet-config ConfigMap; join and upgrade read it there).
+# Eviction thresholds are absolute: this machine's disk is often under
+# kubelet's default 15% free (nodefs/imagefs) and every node would be tainted
+# disk-pressure; every hard signal is named, since one named signal drops
+# the defaults of the others. Image GC is off for the same reason: the images
+# are made on this machine, imported at boot, and a collected one costs a pull.
+kubelet_configuration() {
+	cat <<EOF2
 ---
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -140,12 +167,15 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 oomScoreAdj: 0
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1Gi
+  imagefs.available: 1Gi
+  nodefs.inodesFree: 5%
+  imagefs.inodesFree: 5%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 EOF2
-	local args=(--config /etc/kubernetes/qk-kubeadm.yaml)
-	((QK_CONTROL_PLANES > 1)) && args+=(--upload-certs)
-	node_exec "$n" kubeadm init "${args[@]}" >"$(node_dir "$n")/kubeadm.log" 2>&1 ||
-		die "kubeadm init on $n failed; last lines of $(node_dir "$n")/kubeadm.log:
-$(tail -n 15 "$(node_dir "$n")/kubeadm.log")"
 }
 
 # kubeadm_join NODE TOKEN CERTKEY: join NODE as a worker, or as a control
@@ -196,7 +226,15 @@ wait_cluster_ready() {
 		kubectl_qk -n kube-system get pods -o wide >&2 || true
 		die "control-plane pods did not all become Ready"
 	}
-	log "$want nodes Ready, $pods control-plane pods Ready"
+	# kubeadm's addons: kube-proxy on every node, CoreDNS (its 2 replicas)
+	local a
+	for a in daemonset/kube-proxy deployment/coredns; do
+		kubectl_qk -n kube-system rollout status "$a" --timeout="${QK_WAIT}s" >/dev/null || {
+			kubectl_qk -n kube-system get pods -o wide >&2 || true
+			die "kube-system $a did not become ready; see: kubectl --kubeconfig $QK_STATE/kubeconfig -n kube-system logs $a"
+		}
+	done
+	log "$want nodes Ready, $pods control-plane pods Ready, kube-proxy and CoreDNS ready"
 }
 
 nodes_ready() {

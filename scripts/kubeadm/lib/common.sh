@@ -18,6 +18,35 @@
 
 QK_ROOT=${QK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)}
 QK_CACHE=${QK_CACHE:-$QK_ROOT/.cache}
+
+# slot_vars N prints the five names of slot N (0..7), one `NAME=value` a line:
+# QK_CLUSTER, QK_BRIDGE, QK_NODE_NET, QK_CHAIN, QK_STATE. Slot 0 is the
+# defaults; slot N>0 is qkN, qkbrN, 172.30.(233+N), QK-KUBEADM-N and
+# $QK_CACHE/kubeadm/state-N. Two slots share none of them, so their clusters
+# run side by side on one host (the pod and service subnets live only inside
+# the nodes and may repeat).
+slot_vars() {
+	local n=$1
+	if ((n == 0)); then
+		printf '%s\n' QK_CLUSTER=qk QK_BRIDGE=qkbr0 QK_NODE_NET=172.30.233 QK_CHAIN=QK-KUBEADM "QK_STATE=$QK_CACHE/kubeadm/state"
+	else
+		printf '%s\n' "QK_CLUSTER=qk$n" "QK_BRIDGE=qkbr$n" "QK_NODE_NET=172.30.$((233 + n))" "QK_CHAIN=QK-KUBEADM-$n" "QK_STATE=$QK_CACHE/kubeadm/state-$n"
+	fi
+}
+
+# QK_SLOT=N sets all five at once; one of them also set by hand to another
+# value is a contradiction, refused rather than half-applied.
+if [[ -n ${QK_SLOT:-} ]]; then
+	[[ $QK_SLOT =~ ^[0-7]$ ]] || { echo "kubeadm.sh: QK_SLOT=$QK_SLOT: want a slot number 0..7 (scripts/kubeadm.sh free-slot finds a free one)" >&2; exit 1; }
+	while IFS='=' read -r qk_var qk_val; do
+		if [[ -n ${!qk_var:-} && ${!qk_var} != "$qk_val" ]]; then
+			echo "kubeadm.sh: QK_SLOT=$QK_SLOT means $qk_var=$qk_val, but $qk_var=${!qk_var} is set too; unset one of them" >&2
+			exit 1
+		fi
+		printf -v "$qk_var" '%s' "$qk_val"
+	done < <(slot_vars "$QK_SLOT")
+	unset qk_var qk_val
+fi
 QK_STATE=${QK_STATE:-$QK_CACHE/kubeadm/state}
 QK_CLUSTER=${QK_CLUSTER:-qk}                 # node name prefix
 QK_BRIDGE=${QK_BRIDGE:-qkbr0}                # host bridge the nodes sit on
@@ -32,7 +61,8 @@ QK_ETCD_VERSION=${QK_ETCD_VERSION:-3.6.16}
 QK_PAUSE_TAG=${QK_PAUSE_TAG:-3.10.2}
 QK_DEBIAN_SUITE=${QK_DEBIAN_SUITE:-bookworm}
 QK_WORKLOAD_IMAGE=${QK_WORKLOAD_IMAGE:-quantykube.local/busybox:1}
-QK_QUANTYKUBE_IMAGE=${QK_QUANTYKUBE_IMAGE:-quantykube.local/quantykube:dev}
+# the release image deploy/quantykube.yaml names (scripts/image.sh builds it)
+QK_QUANTYKUBE_IMAGE=${QK_QUANTYKUBE_IMAGE:-ghcr.io/quantyroot/quantykube:$(sed -n 's/^var Version = "\(v[0-9][^"]*\)"$/\1/p' "$QK_ROOT/internal/version/version.go")}
 QK_WAIT=${QK_WAIT:-300}                      # seconds to wait for any one readiness step
 
 QK_SCRIPTS=$QK_ROOT/scripts/kubeadm
@@ -68,3 +98,22 @@ wait_for() {
 
 # hash_of FILE... prints a short content hash of the files (order-sensitive).
 hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+# cmd_free_slot prints `export ...` lines for the lowest slot whose bridge
+# does not exist and whose state dir holds no cluster (no kubeconfig, no
+# nodes/), for `eval "$(scripts/kubeadm.sh free-slot)"`. Nothing is reserved:
+# two callers at the same instant can get the same slot (the second `up`
+# then stops at check_net_free or finds the first's state).
+cmd_free_slot() {
+	local n state bridge line
+	for n in 0 1 2 3 4 5 6 7; do
+		bridge=$(slot_vars "$n" | sed -n 's/^QK_BRIDGE=//p')
+		state=$(slot_vars "$n" | sed -n 's/^QK_STATE=//p')
+		ip link show "$bridge" >/dev/null 2>&1 && continue
+		[[ -e $state/kubeconfig || -d $state/nodes || -d $state/host ]] && continue
+		echo "export QK_SLOT=$n"
+		while read -r line; do echo "export $line"; done < <(slot_vars "$n")
+		return 0
+	done
+	die "no free slot: every slot 0..7 has a bridge or a cluster in its state dir (scripts/kubeadm.sh status with QK_SLOT=N shows one)"
+}

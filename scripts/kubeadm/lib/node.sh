@@ -85,6 +85,9 @@ node_files() {
 		fi
 		j=$((j + 1))
 	done
+	# kube-proxy's DaemonSet mounts hostPath /lib/modules (no type: it must
+	# exist); nodes have no kernel modules of their own, so it stays empty.
+	mkdir -p "$(node_dir "$name")/upper/usr/lib/modules"
 	node_write "$name" /etc/systemd/network/80-container-host0.network <<EOF2
 [Match]
 Virtualization=container

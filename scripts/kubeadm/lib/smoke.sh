@@ -1,6 +1,9 @@
 # shellcheck shell=bash
 # smoke.sh: the cluster works from the host: nodes listed and Ready, a pod
-# runs on each node, `kubectl exec` and `kubectl logs` reach each of them.
+# runs on each node, `kubectl exec` and `kubectl logs` reach each of them,
+# pods reach each other, a ClusterIP Service answers from a pod on another
+# node (kube-proxy), and cluster DNS resolves kubernetes.default and that
+# Service (CoreDNS).
 # Prints one line per check and a closing "N passed, N failed".
 
 cmd_smoke() {
@@ -18,7 +21,10 @@ cmd_smoke() {
 		check "node $n Ready" nodes_named_ready "$n"
 	done
 	marker=smoke-$(rand_lower 8)
-	for n in "${nodes[@]}"; do smoke_pod "$n" "$marker"; echo "---"; done | kubectl_qk apply -f - >/dev/null
+	{
+		for n in "${nodes[@]}"; do smoke_pod "$n" "$marker"; echo "---"; done
+		smoke_service "${nodes[0]}"
+	} | kubectl_qk apply -f - >/dev/null
 	for n in "${nodes[@]}"; do
 		check "pod smoke-$n Ready on $n" kubectl_qk wait --for=condition=Ready "pod/smoke-$n" --timeout=120s
 		check "pod smoke-$n runs on $n" test "$(kubectl_qk get pod "smoke-$n" -o jsonpath='{.spec.nodeName}')" = "$n"
@@ -30,7 +36,8 @@ cmd_smoke() {
 		ip=$(kubectl_qk get pod "smoke-${nodes[1]}" -o jsonpath='{.status.podIP}')
 		check "pod on ${nodes[0]} reaches pod on ${nodes[1]} ($ip)" kubectl_qk exec "smoke-${nodes[0]}" -- ping -c1 -W3 "$ip"
 	fi
-	kubectl_qk delete pod -l quantykube.io/harness=smoke --wait=false >/dev/null 2>&1 || true
+	smoke_services "${nodes[0]}" "${nodes[${#nodes[@]} - 1]}" "$marker"
+	kubectl_qk delete pod,service -l quantykube.io/harness=smoke --wait=false >/dev/null 2>&1 || true
 	echo "smoke: $pass passed, $fail failed"
 	((fail == 0))
 }
@@ -55,7 +62,7 @@ kind: Pod
 metadata:
   name: smoke-$1
   namespace: default
-  labels: {quantykube.io/harness: smoke}
+  labels: {quantykube.io/harness: smoke, quantykube.io/smoke-node: $1}
 spec:
   nodeName: $1
   tolerations: [{operator: Exists}]
@@ -64,6 +71,62 @@ spec:
   - name: smoke
     image: $QK_WORKLOAD_IMAGE
     imagePullPolicy: IfNotPresent
-    command: ["/bin/sh", "-c", "echo $2 >/etc/marker; echo $2 on $1; exec sleep 2147483647"]
+    command: ["/bin/sh", "-c", "echo $2 >/etc/marker; mkdir /tmp/www; echo $2 >/tmp/www/index.html; httpd -p 8080 -h /tmp/www; echo $2 on $1; exec sleep 2147483647"]
 EOF2
 }
+
+# smoke_service SERVERNODE: Service "smoke" (ClusterIP, port 8080) in front
+# of the smoke pod on SERVERNODE (its busybox httpd serves the marker).
+smoke_service() {
+	cat <<EOF2
+apiVersion: v1
+kind: Service
+metadata:
+  name: smoke
+  namespace: default
+  labels: {quantykube.io/harness: smoke}
+spec:
+  type: ClusterIP
+  selector: {quantykube.io/smoke-node: $1}
+  ports: [{port: 8080, targetPort: 8080, protocol: TCP}]
+EOF2
+}
+
+# smoke_services SERVERNODE CLIENTNODE MARKER: the Service's ClusterIP from the
+# pod on CLIENTNODE (another node when there are two), then cluster DNS from it.
+smoke_services() {
+	local srv=$1 cli=smoke-$2 marker=$3 cip
+	cip=$(kubectl_qk get service smoke -o jsonpath='{.spec.clusterIP}')
+	check "kube-proxy DaemonSet ready on every node" kubectl_qk -n kube-system rollout status daemonset/kube-proxy --timeout=60s
+	check "ClusterIP Service smoke ($cip:8080) answers from a pod on $2 (backend on $srv)" \
+		smoke_retry 20 smoke_body_is "$cli" "$cip:8080" "$marker"
+	check "CoreDNS Deployment available" kubectl_qk -n kube-system rollout status deployment/coredns --timeout=60s
+	check "cluster DNS: kubernetes.default.svc.cluster.local is $(kubectl_qk get service kubernetes -o jsonpath='{.spec.clusterIP}') from $cli" \
+		smoke_retry 20 smoke_resolves "$cli" kubernetes.default.svc.cluster.local "$(kubectl_qk get service kubernetes -o jsonpath='{.spec.clusterIP}')"
+	check "cluster DNS: smoke.default.svc.cluster.local is $cip from $cli" \
+		smoke_retry 20 smoke_resolves "$cli" smoke.default.svc.cluster.local "$cip"
+	check "the Service by its short name (smoke:8080, resolv.conf search path) from $cli" \
+		smoke_retry 20 smoke_body_is "$cli" "smoke:8080" "$marker"
+}
+
+# smoke_retry N CMD...: CMD until it succeeds, N times a second apart
+# (iptables rules and DNS records follow the Service within seconds).
+smoke_retry() {
+	local n=$1 i
+	shift
+	for ((i = 0; i < n; i++)); do
+		"$@" && return 0
+		sleep 1
+	done
+	return 1
+}
+
+# smoke_body_is POD HOST:PORT BODY: an HTTP GET from POD answers BODY
+# (busybox nc with a 3 s timeout: Debian's static busybox wget segfaults on -T).
+smoke_body_is() {
+	[[ $(kubectl_qk exec "$1" -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 ${2%:*} ${2##*:}" 2>/dev/null | tail -n 1) == "$3" ]]
+}
+
+# smoke_resolves POD NAME IP: busybox nslookup in POD (its resolv.conf is the
+# cluster's: nameserver = the kube-dns Service) prints IP for NAME.
+smoke_resolves() { kubectl_qk exec "$1" -- nslookup "$2" 2>/dev/null | grep -qE "^Address( 1)?:[[:space:]]*$3([[:space:]]|\$)"; }

@@ -27,13 +27,32 @@ template_key() {
 	} | sha256sum | cut -c1-16
 }
 
-# ensure_template sets QK_TEMPLATE to a ready template root directory.
+# ensure_template sets QK_TEMPLATE to a ready template root directory. One
+# caller at a time per cache (flock on $QK_CACHE/kubeadm/.template.lock):
+# clusters of several slots share the cache, and a second caller must not
+# delete a template the first is still building; it waits and finds it done.
 ensure_template() {
 	local key dir tarball
 	key=$(template_key)
 	dir=$QK_CACHE/kubeadm/template-$key
 	tarball=$QK_CACHE/kubeadm/template-$key.tar.zst
 	QK_TEMPLATE=$dir/rootfs
+	if [[ -e $dir/.complete ]]; then
+		log "template $key: cached at $dir"
+		return
+	fi
+	mkdir -p "$QK_CACHE/kubeadm"
+	exec 8>"$QK_CACHE/kubeadm/.template.lock"
+	if ! flock -n 8; then log "another up is building the template; waiting for it"; flock 8; fi
+	build_template "$key" "$dir" "$tarball"
+	flock -u 8
+	exec 8>&-
+}
+
+# build_template KEY DIR TARBALL: the template of KEY, from its tarball or by
+# debootstrap (under ensure_template's lock).
+build_template() {
+	local key=$1 dir=$2 tarball=$3
 	prune_templates "$key"
 	if [[ -e $dir/.complete ]]; then
 		log "template $key: cached at $dir"

@@ -1,5 +1,6 @@
 // Command registry is the kubeadm harness's image registry: it serves every
-// docker-archive tarball of a directory (the images `up` builds) from an
+// image archive of a directory (the images `up` builds: docker-archives, and
+// OCI archives such as scripts/image.sh's) from an
 // in-memory registry (go-containerregistry's pkg/registry) until killed.
 // Nodes reach it as a mirror of each image's upstream registry (containerd
 // through /etc/containerd/certs.d, quantykube runtime through the mirrors of
@@ -28,13 +29,14 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:5000", "listen address")
-	dir := flag.String("dir", "", "directory of docker-archive tarballs (*.tar) to serve (required)")
+	dir := flag.String("dir", "", "directory of image archives (*.tar: docker-archive or OCI archive) to serve (required)")
 	ready := flag.String("ready-file", "", "file written once every image is pushed")
 	flag.Parse()
 	if *dir == "" {
@@ -82,36 +84,81 @@ func pushAll(host, dir string) (int, error) {
 	sort.Strings(tars)
 	served := map[string]string{} // repository path -> upstream registry
 	n := 0
+	tmp, err := os.MkdirTemp("", "qk-registry-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(tmp)
 	for _, t := range tars {
-		m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(t) })
+		imgs, err := archiveImages(t, tmp)
 		if err != nil {
-			return n, fmt.Errorf("%s: %w", t, err)
+			return n, err
 		}
-		for _, d := range m {
-			for _, s := range d.RepoTags {
-				tag, err := name.NewTag(s)
-				if err != nil {
-					return n, fmt.Errorf("%s: tag %q: %w", t, s, err)
-				}
-				repo := tag.RepositoryStr()
-				if up, ok := served[repo]; ok && up != tag.RegistryStr() {
-					return n, fmt.Errorf("%s: repository %q comes from both %s and %s; one mirror path cannot serve both", t, repo, up, tag.RegistryStr())
-				}
-				served[repo] = tag.RegistryStr()
-				img, err := tarball.ImageFromPath(t, &tag)
-				if err != nil {
-					return n, fmt.Errorf("%s: %s: %w", t, s, err)
-				}
-				dst, err := name.NewTag(host+"/"+repo+":"+tag.TagStr(), name.Insecure)
-				if err != nil {
-					return n, err
-				}
-				if err := remote.Write(dst, img, remote.WithContext(context.Background())); err != nil {
-					return n, fmt.Errorf("push %s: %w", s, err)
-				}
-				n++
+		refs := make([]string, 0, len(imgs))
+		for s := range imgs {
+			refs = append(refs, s)
+		}
+		sort.Strings(refs)
+		for _, s := range refs {
+			tag, err := name.NewTag(s)
+			if err != nil {
+				return n, fmt.Errorf("%s: tag %q: %w", t, s, err)
 			}
+			repo := tag.RepositoryStr()
+			if up, ok := served[repo]; ok && up != tag.RegistryStr() {
+				return n, fmt.Errorf("%s: repository %q comes from both %s and %s; one mirror path cannot serve both", t, repo, up, tag.RegistryStr())
+			}
+			served[repo] = tag.RegistryStr()
+			img, err := imgs[s]()
+			if err != nil {
+				return n, fmt.Errorf("%s: %s: %w", t, s, err)
+			}
+			dst, err := name.NewTag(host+"/"+repo+":"+tag.TagStr(), name.Insecure)
+			if err != nil {
+				return n, err
+			}
+			if err := remote.Write(dst, img, remote.WithContext(context.Background())); err != nil {
+				return n, fmt.Errorf("push %s: %w", s, err)
+			}
+			n++
 		}
 	}
 	return n, nil
+}
+
+// archiveImages lists the images of one archive by reference, each opened
+// on demand: a docker-archive's RepoTags, or an OCI archive's ref names
+// (unpacked below tmp).
+func archiveImages(t, tmp string) (map[string]func() (v1.Image, error), error) {
+	out := map[string]func() (v1.Image, error){}
+	oci, err := isOCIArchive(t)
+	if err != nil {
+		return nil, err
+	}
+	if oci {
+		imgs, err := ociImages(t, tmp)
+		if err != nil {
+			return nil, err
+		}
+		for ref, img := range imgs {
+			out[ref] = func() (v1.Image, error) { return img, nil }
+		}
+		return out, nil
+	}
+	m, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(t) })
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", t, err)
+	}
+	for _, d := range m {
+		for _, s := range d.RepoTags {
+			out[s] = func() (v1.Image, error) {
+				tag, err := name.NewTag(s)
+				if err != nil {
+					return nil, err
+				}
+				return tarball.ImageFromPath(t, &tag)
+			}
+		}
+	}
+	return out, nil
 }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# image.sh — build QuantyKube's release image from the working tree, offline, as an OCI archive.
+#
+#   scripts/image.sh [--tag REF] [OUT]
+#
+# OUT defaults to .cache/image/quantykube-<version>.tar; REF to ghcr.io/quantyroot/quantykube:<version>,
+# <version> being internal/version.Version (or QK_VERSION, which is then also compiled in with -ldflags -X,
+# so `quantykube version` in the image always says its tag). Prints OUT on stdout; progress on stderr.
+#
+# The image: one layer (scripts/mkimage) with /usr/local/bin/quantykube (CGO_ENABLED=0, -trimpath, so
+# it needs no libc), a minimal /etc/passwd and /etc/group, entrypoint /usr/local/bin/quantykube, linux/amd64.
+# Equal trees give byte-equal archives (entries dated at epoch, sorted), so callers may cache by content.
+# Load it with `ctr -n k8s.io images import OUT` (named by io.containerd.image.name), or serve it with
+# the kubeadm harness's registry; `skopeo copy oci-archive:OUT docker://...` publishes it.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export PATH=$PATH:/usr/local/go/bin
+die() { printf 'image.sh: %s\n' "$*" >&2; exit 1; }
+
+tag="" out=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --tag) [[ -n ${2:-} ]] || die "--tag needs an image reference, e.g. --tag ghcr.io/quantyroot/quantykube:v0.1.0"; tag=$2; shift 2 ;;
+    --tag=*) tag=${1#*=}; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+    -*) die "unknown option '$1'; usage: scripts/image.sh [--tag REF] [OUT]" ;;
+    *) [[ -z $out ]] || die "one OUT only (got '$out' and '$1')"; out=$1; shift ;;
+  esac
+done
+
+version=$(sed -n 's/^var Version = "\(v[0-9][^"]*\)"$/\1/p' "$ROOT/internal/version/version.go")
+[[ -n $version ]] || die "no \`var Version = \"vX.Y.Z\"\` line in internal/version/version.go"
+ldflags="-s -w"
+if [[ -n ${QK_VERSION:-} ]]; then
+  [[ $QK_VERSION =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || die "QK_VERSION=$QK_VERSION: want vMAJOR.MINOR.PATCH[-PRE], e.g. v0.1.1"
+  version=$QK_VERSION
+  ldflags+=" -X github.com/quantyroot/quantykube/internal/version.Version=$version"
+fi
+tag=${tag:-ghcr.io/quantyroot/quantykube:$version}
+out=${out:-$ROOT/.cache/image/quantykube-$version.tar}
+mkdir -p "$(dirname "$out")"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/qk-image.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/quantykube" ./cmd/quantykube) ||
+  die "go build ./cmd/quantykube failed (see above)"
+(cd "$ROOT" && CGO_ENABLED=0 go build -o "$tmp/mkimage" ./scripts/mkimage) || die "go build ./scripts/mkimage failed (see above)"
+"$tmp/mkimage" -format oci -out "$out" -tag "$tag" -entrypoint /usr/local/bin/quantykube \
+  -add "$tmp/quantykube:/usr/local/bin/quantykube" 2>"$tmp/mkimage.log" ||
+  die "mkimage failed: $(cat "$tmp/mkimage.log")"
+printf 'image.sh: %s (%s, OCI archive, %s)\n' "$tag" "$out" "$(du -h "$out" | cut -f1)" >&2
+echo "$out"
