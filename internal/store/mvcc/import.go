@@ -114,6 +114,9 @@ func (im *Importer) Finish(rev int64) error {
 	if err := im.b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("import: finish: %w", err)
 	}
+	if err := im.s.idx.rebuild(im.s.db, rev); err != nil {
+		return fmt.Errorf("import: finish: %w", err)
+	}
 	im.s.hub.mu.Lock()
 	im.s.rev.Store(rev)
 	im.s.compacted.Store(rev)
@@ -187,6 +190,7 @@ func (w *writeTxn) importPut(kv *mvccpb.KeyValue, prev *mvccpb.KeyValue) {
 	_ = w.b.Set(liveKey(kv.Key), rec, nil)
 	_ = w.b.Set(historyKey(kv.Key, rev), rec, nil)
 	_ = w.b.Set(eventKey(rev, sub), kv.Key, nil)
+	w.s.idx.set(metaOf(kv))
 	var prevLease int64
 	if prev != nil {
 		prevLease = prev.Lease
