@@ -41,7 +41,7 @@ func (s *Store) NewImporter() (*Importer, error) {
 	if s.Rev() != 1 || s.CompactedRev() != 0 || len(s.Leases()) != 0 {
 		return nil, ErrNotEmpty
 	}
-	kvs, _, err := s.scan(s.db, []byte{0}, []byte{0}, 1, 1, 1, true, false)
+	kvs, _, err := s.scan(s.db, scanSpec{key: []byte{0}, end: []byte{0}, rev: 1, cur: 1, limit: 1, keysOnly: true})
 	if err != nil {
 		return nil, err
 	}

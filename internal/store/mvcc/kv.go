@@ -78,7 +78,7 @@ type snapView struct {
 }
 
 func (v *snapView) compareRange(key, end []byte, values bool) ([]*mvccpb.KeyValue, error) {
-	kvs, _, err := v.s.scan(v.r, key, end, v.rev, v.rev, 0, !values, false)
+	kvs, _, err := v.s.scan(v.r, scanSpec{key: key, end: end, rev: v.rev, cur: v.rev, keysOnly: !values})
 	return kvs, err
 }
 
@@ -212,7 +212,7 @@ func (s *Store) runReadTxn(v *snapView, req *pb.TxnRequest, d *decision) (*pb.Tx
 	for _, op := range branch(req, d.ok) {
 		switch {
 		case op.GetRequestRange() != nil:
-			r, err := s.rangeReader(v.r, v.rev, op.GetRequestRange())
+			r, err := s.rangeReader(v.r, s.idx.viewAt(v.rev), v.rev, op.GetRequestRange())
 			if err != nil {
 				return nil, err
 			}

@@ -99,7 +99,7 @@ func (w *writeTxn) applyTxn(req *pb.TxnRequest, d *decision) (*pb.TxnResponse, e
 		var out *pb.ResponseOp
 		switch {
 		case op.GetRequestRange() != nil:
-			r, err := w.s.rangeReader(w.b, w.currentRev(), op.GetRequestRange())
+			r, err := w.s.rangeReader(w.b, w.s.idx.working(w.currentRev()), w.currentRev(), op.GetRequestRange())
 			if err != nil {
 				return nil, err
 			}
