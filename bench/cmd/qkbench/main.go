@@ -58,7 +58,7 @@ func run() error {
 	var fromJSON string
 	flag.StringVar(&fromJSON, "from-json", "", "only render --out from results saved by an earlier run (e.g. after editing bench/analysis.md)")
 	var variants multiFlag
-	flag.Var(&variants, "variant", "extra store column NAME=FLAGS: quantykube store with FLAGS (space-separated), e.g. "+
+	flag.Var(&variants, "variant", "extra store column NAME=FLAGS: quantykube store with FLAGS (space-separated; --bin=PATH runs another quantykube binary, e.g. the previous commit's), e.g. "+
 		"'quantykube-cache512=--cache-bytes=536870912'; add NAME to --stores (repeatable)")
 	flag.StringVar(&versions, "versions", "", "extra version lines for the report, key=value;key=value")
 	flag.Parse()

@@ -33,7 +33,11 @@ func (h *harness) runStore(ctx context.Context, run int, kind string) error {
 	base, bins := kind, h.bins
 	if args, ok := h.variants[kind]; ok {
 		base = server.QuantyKube
-		bins.StoreArgs = append(append([]string(nil), bins.StoreArgs...), args...)
+		bin, rest := variantBinary(args)
+		if bin != "" {
+			bins.Store = bin
+		}
+		bins.StoreArgs = append(append([]string(nil), bins.StoreArgs...), rest...)
 	}
 	s, err := server.Start(ctx, base, bins, dir)
 	if err != nil {
@@ -227,3 +231,16 @@ func (h *harness) runKeyspace(ctx context.Context, kind string, s *server.Server
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func mib(b int64) float64        { return float64(b) / (1 << 20) }
+
+// variantBinary splits a variant's --bin=PATH (another quantykube binary, for
+// before/after runs of two commits in one interleaved run) from its store flags.
+func variantBinary(args []string) (bin string, rest []string) {
+	for _, a := range args {
+		if p, ok := strings.CutPrefix(a, "--bin="); ok {
+			bin = p
+			continue
+		}
+		rest = append(rest, a)
+	}
+	return bin, rest
+}

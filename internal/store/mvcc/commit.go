@@ -175,8 +175,10 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 				return
 			}
 		}
-		// The batch is durable and visible: publish its revision, then its
-		// events (watchers never see a revision a reader could not read).
+		// The batch is durable and visible: publish the index at its
+		// revision, then the revision, then its events (watchers never see a
+		// revision a reader could not read).
+		s.idx.publish(w.rev)
 		s.rev.Store(w.rev)
 		s.commitSeq.Add(1) // even: s.rev matches what snapshots see
 		s.hub.notify(w.rev, g.events)

@@ -24,8 +24,17 @@
 // Reads at the current revision scan l/ (one entry per live key); reads at an
 // older revision scan h/ and pick, per key, the newest entry at or below it.
 // Watchers that start in the past replay e/ and look the changes up in h/.
-// Memory therefore grows with the number of watchers and leases, not with the
-// key space or its history: both live in pebble.
+//
+// # Memory: the index of live keys
+//
+// The store keeps one in-memory index entry per live key — its key,
+// create_revision, mod_revision, version and lease (about 115 bytes of heap
+// for a 45-byte key; index.go) — so that the committer evaluates puts,
+// creates and compares without reading pebble, and a Range with a limit or
+// count_only counts without reading values. The index is derived: it is
+// rebuilt from l/ when the store opens and never written to disk. Values
+// and history live only in pebble, so memory grows with the number of live
+// keys, watchers and leases, not with the size of values or of the history.
 //
 // # Invariants
 //

@@ -41,7 +41,7 @@ func (s *Store) NewImporter() (*Importer, error) {
 	if s.Rev() != 1 || s.CompactedRev() != 0 || len(s.Leases()) != 0 {
 		return nil, ErrNotEmpty
 	}
-	kvs, _, err := s.scan(s.db, []byte{0}, []byte{0}, 1, 1, 1, true, false)
+	kvs, _, err := s.scan(s.db, scanSpec{key: []byte{0}, end: []byte{0}, rev: 1, cur: 1, limit: 1, keysOnly: true})
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +112,9 @@ func (im *Importer) Finish(rev int64) error {
 	im.s.commitSeq.Add(1)
 	defer im.s.commitSeq.Add(1)
 	if err := im.b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("import: finish: %w", err)
+	}
+	if err := im.s.idx.rebuild(im.s.db, rev); err != nil {
 		return fmt.Errorf("import: finish: %w", err)
 	}
 	im.s.hub.mu.Lock()
@@ -187,6 +190,7 @@ func (w *writeTxn) importPut(kv *mvccpb.KeyValue, prev *mvccpb.KeyValue) {
 	_ = w.b.Set(liveKey(kv.Key), rec, nil)
 	_ = w.b.Set(historyKey(kv.Key, rev), rec, nil)
 	_ = w.b.Set(eventKey(rev, sub), kv.Key, nil)
+	w.s.idx.set(metaOf(kv))
 	var prevLease int64
 	if prev != nil {
 		prevLease = prev.Lease

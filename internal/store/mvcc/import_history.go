@@ -97,6 +97,9 @@ func (h *HistoryImporter) FinishAt(rev, compacted int64) error {
 	im.s.commitSeq.Add(1)
 	err := im.b.Commit(pebble.Sync) // also makes every earlier unsynced batch durable
 	im.s.commitSeq.Add(1)
+	if err == nil {
+		err = im.s.idx.rebuild(im.s.db, rev)
+	}
 	if err != nil {
 		return fmt.Errorf("import: finish: %w", err)
 	}

@@ -64,9 +64,11 @@ func (s *Store) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, e
 	return resp.(*pb.TxnResponse), nil
 }
 
-// liveView reads the live keyspace of some consistent state.
+// liveView reads the live keyspace of some consistent state for compares:
+// the live key-values of [key, end), with their values only when values is
+// set.
 type liveView interface {
-	liveRange(key, end []byte) ([]*mvccpb.KeyValue, error)
+	compareRange(key, end []byte, values bool) ([]*mvccpb.KeyValue, error)
 }
 
 type snapView struct {
@@ -75,9 +77,17 @@ type snapView struct {
 	rev int64
 }
 
-func (v *snapView) liveRange(key, end []byte) ([]*mvccpb.KeyValue, error) {
-	kvs, _, err := v.s.scan(v.r, key, end, v.rev, v.rev, 0, false, false)
+func (v *snapView) compareRange(key, end []byte, values bool) ([]*mvccpb.KeyValue, error) {
+	kvs, _, err := v.s.scan(v.r, scanSpec{key: key, end: end, rev: v.rev, cur: v.rev, keysOnly: !values})
 	return kvs, err
+}
+
+// compareRange reads the index alone unless the compare needs values.
+func (w *writeTxn) compareRange(key, end []byte, values bool) ([]*mvccpb.KeyValue, error) {
+	if values {
+		return w.liveRange(key, end)
+	}
+	return w.liveMetas(key, end), nil
 }
 
 // decision is the outcome of a transaction's compares, with the decisions
@@ -124,7 +134,7 @@ func branch(req *pb.TxnRequest, ok bool) []*pb.RequestOp {
 // key compares as zero revisions, version and lease, and never matches a
 // value compare.
 func compare(v liveView, c *pb.Compare) (bool, error) {
-	kvs, err := v.liveRange(c.Key, c.RangeEnd)
+	kvs, err := v.compareRange(c.Key, c.RangeEnd, c.Target == pb.Compare_VALUE)
 	if err != nil {
 		return false, err
 	}
@@ -202,7 +212,7 @@ func (s *Store) runReadTxn(v *snapView, req *pb.TxnRequest, d *decision) (*pb.Tx
 	for _, op := range branch(req, d.ok) {
 		switch {
 		case op.GetRequestRange() != nil:
-			r, err := s.rangeReader(v.r, v.rev, op.GetRequestRange())
+			r, err := s.rangeReader(v.r, s.idx.viewAt(v.rev), v.rev, op.GetRequestRange())
 			if err != nil {
 				return nil, err
 			}

@@ -3,6 +3,7 @@ package mvcc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -48,11 +49,12 @@ func (s *Store) Range(ctx context.Context, req *pb.RangeRequest) (*pb.RangeRespo
 		return nil, err
 	}
 	defer snap.Close()
-	return s.rangeReader(snap, rev, req)
+	return s.rangeReader(snap, s.idx.viewAt(rev), rev, req)
 }
 
 // rangeReader serves req from r, a consistent view whose revision is cur.
-func (s *Store) rangeReader(r pebble.Reader, cur int64, req *pb.RangeRequest) (*pb.RangeResponse, error) {
+// iv is the index of live keys at cur, or nil if none is at hand.
+func (s *Store) rangeReader(r pebble.Reader, iv *indexView, cur int64, req *pb.RangeRequest) (*pb.RangeResponse, error) {
 	rev, err := s.checkRev(req.Revision, cur)
 	if err != nil {
 		return nil, err
@@ -73,7 +75,8 @@ func (s *Store) rangeReader(r pebble.Reader, cur int64, req *pb.RangeRequest) (*
 	if limit > 0 {
 		limit++ // one more to learn whether there are more
 	}
-	kvs, count, err := s.scan(r, req.Key, req.RangeEnd, rev, cur, limit, req.KeysOnly, req.CountOnly)
+	kvs, count, err := s.scan(r, scanSpec{key: req.Key, end: req.RangeEnd, rev: rev, cur: cur, limit: limit,
+		keysOnly: req.KeysOnly, countOnly: req.CountOnly, index: iv})
 	if err != nil {
 		return nil, err
 	}
@@ -105,18 +108,48 @@ func (s *Store) checkRev(want, cur int64) (int64, error) {
 	return want, nil
 }
 
-// scan returns up to limit (0: all) key-values of [key, end) as of rev, and
-// the number of keys in the range. cur is the view's current revision: at
-// cur the live keyspace is read, below it the history.
-func (s *Store) scan(r pebble.Reader, key, end []byte, rev, cur, limit int64, keysOnly, countOnly bool) ([]*mvccpb.KeyValue, int64, error) {
+// scanSpec is what scan reads: up to limit (0: all) key-values of the etcd
+// range [key, end) as of rev, in a view whose current revision is cur (at
+// cur the live keyspace is read, below it the history). index, when set, is
+// the index of live keys at cur.
+type scanSpec struct {
+	key, end            []byte
+	rev, cur, limit     int64
+	keysOnly, countOnly bool
+	index               *indexView
+	// stop ends the scan once limit key-values are read (count is then
+	// not the range's).
+	stop bool
+}
+
+// errStopScan ends a scan early (not an error).
+var errStopScan = errors.New("mvcc: scan stopped")
+
+// scan returns the key-values sp asks for and the number of keys in the
+// range. At the current revision with an index, the count comes from the
+// index: a count-only range reads nothing from pebble, and a range with a
+// limit reads only the key-values it returns.
+func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, error) {
+	live := sp.rev == sp.cur
+	if live && sp.index != nil && (sp.countOnly || sp.limit > 0) {
+		count := sp.index.count(sp.key, sp.end)
+		if sp.countOnly || count == 0 {
+			return nil, count, nil
+		}
+		kvs, _, err := s.scan(r, scanSpec{key: sp.key, end: sp.end, rev: sp.rev, cur: sp.cur, limit: sp.limit, keysOnly: sp.keysOnly, stop: true})
+		return kvs, count, err
+	}
 	var kvs []*mvccpb.KeyValue
 	var count int64
 	emit := func(k []byte, v []byte) error {
+		if sp.stop && int64(len(kvs)) >= sp.limit {
+			return errStopScan
+		}
 		count++
-		if countOnly || (limit > 0 && int64(len(kvs)) >= limit) {
+		if sp.countOnly || (sp.limit > 0 && int64(len(kvs)) >= sp.limit) {
 			return nil
 		}
-		typ, kv, err := decodeRecord(append([]byte(nil), k...), v, keysOnly)
+		typ, kv, err := decodeRecord(append([]byte(nil), k...), v, sp.keysOnly)
 		if err != nil {
 			return fmt.Errorf("decode %q: %w", k, err)
 		}
@@ -127,10 +160,13 @@ func (s *Store) scan(r pebble.Reader, key, end []byte, rev, cur, limit int64, ke
 		return nil
 	}
 	var err error
-	if rev == cur {
-		err = scanLive(r, key, end, emit)
+	if live {
+		err = scanLive(r, sp.key, sp.end, emit)
 	} else {
-		err = scanHistory(r, key, end, rev, emit)
+		err = scanHistory(r, sp.key, sp.end, sp.rev, emit)
+	}
+	if errors.Is(err, errStopScan) {
+		err = nil
 	}
 	return kvs, count, err
 }

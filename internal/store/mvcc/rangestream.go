@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -28,11 +29,21 @@ func (s *Store) RangeStream(ctx context.Context, req *pb.RangeRequest, chunk int
 		count int64
 		sent  int64
 	)
+	// With a limit at the current revision the index counts the range, and
+	// the scan stops at the limit.
+	indexed := int64(-1)
+	if iv := s.idx.viewAt(cur); iv != nil && rev == cur && req.Limit > 0 {
+		indexed = iv.count(req.Key, req.RangeEnd)
+	}
 	emit := func(k, v []byte) error {
-		count++
 		if req.Limit > 0 && sent+int64(len(buf)) >= req.Limit {
+			if indexed >= 0 {
+				return errStopScan
+			}
+			count++
 			return nil // past the limit: only counted
 		}
+		count++
 		typ, kv, err := decodeRecord(append([]byte(nil), k...), v, req.KeysOnly)
 		if err != nil || typ != recordPut {
 			return fmt.Errorf("decode %q: %w", k, errBadRecord)
@@ -55,8 +66,14 @@ func (s *Store) RangeStream(ctx context.Context, req *pb.RangeRequest, chunk int
 	} else {
 		err = scanHistory(snap, req.Key, req.RangeEnd, rev, emit)
 	}
+	if errors.Is(err, errStopScan) {
+		err = nil
+	}
 	if err != nil {
 		return nil, err
+	}
+	if indexed >= 0 {
+		count = indexed
 	}
 	resp := &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: cur}, Count: count, Kvs: buf}
 	resp.More = count > sent+int64(len(buf))

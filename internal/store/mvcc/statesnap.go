@@ -99,6 +99,9 @@ func (s *Store) RestoreState(r io.Reader) (AppliedIndex, error) {
 	if err := s.loadMeta(); err != nil {
 		return AppliedIndex{}, err
 	}
+	if err := s.idx.rebuild(s.db, s.Rev()); err != nil {
+		return AppliedIndex{}, err
+	}
 	if err := s.lessor.reload(); err != nil {
 		return AppliedIndex{}, err
 	}

@@ -89,6 +89,8 @@ type Store struct {
 
 	lessor *lessor
 	hub    *hub
+	// idx is the in-memory index of live keys (index.go).
+	idx *liveIndex
 
 	// proposer replicates writes when the store is a raft member.
 	proposer atomic.Pointer[Proposer]
@@ -145,6 +147,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		donec: make(chan struct{}),
 	}
 	if err := s.loadMeta(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.idx = newLiveIndex()
+	if err := s.idx.rebuild(db, s.Rev()); err != nil {
 		db.Close()
 		return nil, err
 	}

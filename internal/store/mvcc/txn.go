@@ -12,14 +12,8 @@ func (w *writeTxn) checkPut(req *pb.PutRequest) error {
 	if len(req.Key) == 0 {
 		return ErrEmptyKey
 	}
-	if req.IgnoreValue || req.IgnoreLease {
-		prev, err := w.live(req.Key)
-		if err != nil {
-			return err
-		}
-		if prev == nil {
-			return ErrKeyNotFound
-		}
+	if (req.IgnoreValue || req.IgnoreLease) && w.liveMeta(req.Key) == nil {
+		return ErrKeyNotFound
 	}
 	if req.Lease != 0 && !req.IgnoreLease && !w.s.lessor.exists(req.Lease) {
 		return ErrLeaseNotFound
@@ -105,7 +99,7 @@ func (w *writeTxn) applyTxn(req *pb.TxnRequest, d *decision) (*pb.TxnResponse, e
 		var out *pb.ResponseOp
 		switch {
 		case op.GetRequestRange() != nil:
-			r, err := w.s.rangeReader(w.b, w.currentRev(), op.GetRequestRange())
+			r, err := w.s.rangeReader(w.b, w.s.idx.working(w.currentRev()), w.currentRev(), op.GetRequestRange())
 			if err != nil {
 				return nil, err
 			}

@@ -45,17 +45,33 @@ func (w *writeTxn) nextRev() (int64, int64) {
 // currentRev is the revision reads inside the request observe.
 func (w *writeTxn) currentRev() int64 { return w.rev }
 
-// live returns the live key-value of key, or nil.
+// live returns the live key-value of key with its value, or nil. The index
+// answers for an absent key; only a live one is read from the batch.
 func (w *writeTxn) live(key []byte) (*mvccpb.KeyValue, error) {
+	if w.s.idx.get(key) == nil {
+		return nil, nil
+	}
 	v, err := w.s.get(w.b, liveKey(key))
-	if err != nil || v == nil {
+	if err != nil {
 		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("live key %q is in the index but not in the store; the data dir changed under a running store", key)
 	}
 	_, kv, err := decodeRecord(append([]byte(nil), key...), v, false)
 	if err != nil {
 		return nil, fmt.Errorf("decode %q: %w", key, err)
 	}
 	return kv, nil
+}
+
+// liveMeta returns the metadata of key's live entry (no value), or nil,
+// from the index alone.
+func (w *writeTxn) liveMeta(key []byte) *mvccpb.KeyValue {
+	if m := w.s.idx.get(key); m != nil {
+		return m.kv()
+	}
+	return nil
 }
 
 // put writes key=value with lease. prev is the key's live value (nil if
@@ -71,6 +87,7 @@ func (w *writeTxn) put(key, value []byte, lease int64, prev *mvccpb.KeyValue) *m
 	_ = w.b.Set(liveKey(key), rec, nil)
 	_ = w.b.Set(historyKey(key, rev), rec, nil)
 	_ = w.b.Set(eventKey(rev, sub), key, nil)
+	w.s.idx.set(metaOf(kv))
 	var prevLease int64
 	if prev != nil {
 		prevLease = prev.Lease
@@ -88,14 +105,19 @@ func (w *writeTxn) del(prev *mvccpb.KeyValue) {
 	rev, sub := w.nextRev()
 	tomb := &mvccpb.KeyValue{Key: prev.Key, ModRevision: rev}
 	_ = w.b.Delete(liveKey(prev.Key), nil)
+	w.s.idx.remove(prev.Key)
 	_ = w.b.Set(historyKey(prev.Key, rev), encodeRecord(recordDelete, tomb), nil)
 	_ = w.b.Set(eventKey(rev, sub), prev.Key, nil)
 	w.s.lessor.detach(prev.Lease, prev.Key)
 	w.events = append(w.events, Event{Type: mvccpb.DELETE, KV: tomb, PrevKV: prev})
 }
 
-// liveRange returns the live key-values of [key, end) as the batch sees them.
+// liveRange returns the live key-values of [key, end) as the batch sees them,
+// with their values. A range the index shows empty is not read.
 func (w *writeTxn) liveRange(key, end []byte) ([]*mvccpb.KeyValue, error) {
+	if !w.s.idx.working(w.rev).any(key, end) {
+		return nil, nil
+	}
 	var kvs []*mvccpb.KeyValue
 	err := scanLive(w.b, key, end, func(k, v []byte) error {
 		_, kv, err := decodeRecord(append([]byte(nil), k...), v, false)
@@ -106,4 +128,16 @@ func (w *writeTxn) liveRange(key, end []byte) ([]*mvccpb.KeyValue, error) {
 		return nil
 	})
 	return kvs, err
+}
+
+// liveMetas returns the live keys of [key, end) with their metadata and
+// without values, from the index alone (compares of revisions, version and
+// lease).
+func (w *writeTxn) liveMetas(key, end []byte) []*mvccpb.KeyValue {
+	var kvs []*mvccpb.KeyValue
+	w.s.idx.working(w.rev).ascend(key, end, func(m *keyMeta) bool {
+		kvs = append(kvs, m.kv())
+		return true
+	})
+	return kvs
 }

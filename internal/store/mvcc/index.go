@@ -1,0 +1,188 @@
+package mvcc
+
+import (
+	"bytes"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/google/btree"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// keyMeta is one live key's metadata (etcd's keyIndex, reduced to the live
+// generation). A keyMeta in a tree is never changed: a write replaces it with
+// a new one, because published views share the tree's nodes.
+type keyMeta struct {
+	key                         string
+	create, mod, version, lease int64
+}
+
+func lessMeta(a, b *keyMeta) bool { return a.key < b.key }
+
+// kv returns the metadata as a KeyValue without its value.
+func (m *keyMeta) kv() *mvccpb.KeyValue {
+	return &mvccpb.KeyValue{Key: []byte(m.key), CreateRevision: m.create, ModRevision: m.mod, Version: m.version, Lease: m.lease}
+}
+
+func metaOf(kv *mvccpb.KeyValue) *keyMeta {
+	return &keyMeta{key: string(kv.Key), create: kv.CreateRevision, mod: kv.ModRevision, version: kv.Version, lease: kv.Lease}
+}
+
+// indexDegree is the B-tree's degree: nodes hold up to 2*degree-1 pointers,
+// so a copy-on-write node copy after a publish is about 1 KiB.
+const indexDegree = 32
+
+// liveIndex is the in-memory index of live keys: for every key that has a
+// live entry (l/<key>) it holds that entry's create revision, mod revision,
+// version and lease, in key order.
+//
+// Invariants:
+//   - The working tree equals the live entries as the writer's batch sees
+//     them: the committer (or ApplyEntries) changes it in the same call that
+//     writes l/<key> to the batch (writeTxn.put, importPut, del), and the
+//     bulk paths (Importer, HistoryImporter, RestoreState, Open) rebuild it
+//     from pebble once their data is committed. Only the one writer of the
+//     moment touches it, under mu.
+//   - The published view equals pebble's live entries at exactly view.rev:
+//     the writer publishes it after the batch is durable and visible and
+//     before it publishes that revision in Store.rev (commitGroup). A batch
+//     that fails to commit fails the store, so the working tree being ahead
+//     of pebble is never observed.
+//
+// Readers rely on the published view only when its revision is the one
+// their pebble snapshot holds (viewAt); otherwise they read pebble. The
+// writer relies on the working tree instead of reading pebble to evaluate a
+// put or a compare. Nothing on disk changes: the index is derived.
+type liveIndex struct {
+	mu    sync.Mutex
+	tree  *btree.BTreeG[*keyMeta]
+	dirty bool // tree changed since the last publish
+	view  atomic.Pointer[indexView]
+}
+
+// indexView is an immutable snapshot of the index at one revision; any
+// number of readers may use it concurrently.
+type indexView struct {
+	rev  int64
+	tree *btree.BTreeG[*keyMeta]
+}
+
+func newLiveIndex() *liveIndex {
+	return &liveIndex{tree: btree.NewG(indexDegree, lessMeta)}
+}
+
+// get returns the working tree's entry of key, or nil.
+func (x *liveIndex) get(key []byte) *keyMeta {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	m, _ := x.tree.Get(&keyMeta{key: string(key)})
+	return m
+}
+
+// set records a put of m.key (m must not change afterwards).
+func (x *liveIndex) set(m *keyMeta) {
+	x.mu.Lock()
+	x.tree.ReplaceOrInsert(m)
+	x.dirty = true
+	x.mu.Unlock()
+}
+
+// remove records a delete of key.
+func (x *liveIndex) remove(key []byte) {
+	x.mu.Lock()
+	x.tree.Delete(&keyMeta{key: string(key)})
+	x.dirty = true
+	x.mu.Unlock()
+}
+
+// working returns the working tree as a view at rev, for the writer's own
+// reads while it evaluates a group (it is the only one changing it). The
+// view must not outlive the request being evaluated.
+func (x *liveIndex) working(rev int64) *indexView {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return &indexView{rev: rev, tree: x.tree}
+}
+
+// publish makes the working tree the view at rev. Called by the writer once
+// the batch holding rev is committed, before rev is published.
+func (x *liveIndex) publish(rev int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	old := x.view.Load()
+	if old != nil && !x.dirty {
+		if old.rev != rev {
+			x.view.Store(&indexView{rev: rev, tree: old.tree})
+		}
+		return
+	}
+	x.view.Store(&indexView{rev: rev, tree: x.tree.Clone()})
+	x.dirty = false
+}
+
+// viewAt returns the published view if it is at rev, else nil.
+func (x *liveIndex) viewAt(rev int64) *indexView {
+	if v := x.view.Load(); v != nil && v.rev == rev {
+		return v
+	}
+	return nil
+}
+
+// rebuild replaces the index with the live entries of r (which must be at
+// rev) and publishes it. Used at open and after the bulk writes that bypass
+// writeTxn (imports, state snapshots).
+func (x *liveIndex) rebuild(r pebble.Reader, rev int64) error {
+	t := btree.NewG(indexDegree, lessMeta)
+	err := scanLive(r, []byte{0}, []byte{0}, func(k, v []byte) error {
+		_, kv, err := decodeRecord(k, v, true)
+		if err != nil {
+			return fmt.Errorf("index %q: %w", k, err)
+		}
+		t.ReplaceOrInsert(metaOf(kv))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("build live key index: %w", err)
+	}
+	x.mu.Lock()
+	x.tree = t
+	x.dirty = true
+	x.mu.Unlock()
+	x.publish(rev)
+	return nil
+}
+
+// ascend calls fn for every key of the etcd range [key, end) in key order
+// (end empty: key alone; end "\x00": every key >= key) until fn returns
+// false.
+func (v *indexView) ascend(key, end []byte, fn func(*keyMeta) bool) {
+	switch {
+	case len(end) == 0:
+		if m, ok := v.tree.Get(&keyMeta{key: string(key)}); ok {
+			fn(m)
+		}
+	case len(end) == 1 && end[0] == 0:
+		v.tree.AscendGreaterOrEqual(&keyMeta{key: string(key)}, fn)
+	default:
+		if bytes.Compare(key, end) >= 0 {
+			return
+		}
+		v.tree.AscendRange(&keyMeta{key: string(key)}, &keyMeta{key: string(end)}, fn)
+	}
+}
+
+// count returns the number of live keys in the etcd range [key, end).
+func (v *indexView) count(key, end []byte) int64 {
+	var n int64
+	v.ascend(key, end, func(*keyMeta) bool { n++; return true })
+	return n
+}
+
+// any reports whether the etcd range [key, end) holds a live key.
+func (v *indexView) any(key, end []byte) bool {
+	found := false
+	v.ascend(key, end, func(*keyMeta) bool { found = true; return false })
+	return found
+}
