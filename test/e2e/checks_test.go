@@ -66,28 +66,27 @@ func (c *cluster) sameVersions(t *testing.T, when string, want map[string]string
 	t.Logf("%s: all %d objects kept their resourceVersions", when, len(want))
 }
 
+// allPodsTimeout bounds allPodsRunning: pods restarted by a node's move
+// (its static and DaemonSet pods, its evicted ones) are back well within it.
+const allPodsTimeout = 6 * time.Minute
+
 // allPodsRunning waits until every pod of the cluster runs with all its
 // containers ready (or has succeeded), none Pending or terminating.
 func (c *cluster) allPodsRunning(t *testing.T, when string) {
 	t.Helper()
-	var last string
-	deadline := time.Now().Add(6 * time.Minute)
-	for {
-		pods, err := c.CS.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
-		if err == nil {
-			last = notRunning(pods.Items)
-			if last == "" {
-				t.Logf("%s: all %d pods Running", when, len(pods.Items))
-				return
-			}
-		} else {
-			last = err.Error()
+	n := 0
+	harness.Eventually(t, when+": every pod Running", allPodsTimeout, func(ctx context.Context) error {
+		pods, err := c.CS.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: pods not all Running after 6 min: %s", when, last)
+		if bad := notRunning(pods.Items); bad != "" {
+			return fmt.Errorf("not Running: %s", bad)
 		}
-		time.Sleep(2 * time.Second)
-	}
+		n = len(pods.Items)
+		return nil
+	})
+	t.Logf("%s: all %d pods Running", when, n)
 }
 
 func notRunning(pods []corev1.Pod) string {

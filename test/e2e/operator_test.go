@@ -34,18 +34,18 @@ func TestOperator(t *testing.T) {
 
 	ok := t.Run("move", func(t *testing.T) {
 		t0 := time.Now()
-		in, took := c.follow(t, v1.PhaseMoved, 20*time.Minute, kill)
-		t.Logf("figure: Moved in %.0fs (store and 1 node%s)", took.Seconds(), map[bool]string{true: ", the operator killed at every step"}[kill])
+		f := c.follow(t, v1.PhaseMoved, 20*time.Minute, kill)
+		t.Logf("figure: Moved in %.0fs (store and 1 node%s)", f.took.Seconds(), map[bool]string{true: ", the operator killed at every step"}[kill])
 		c.printEvents(t, t0)
-		c.goalStands(t, in, "after the move", want)
+		c.goalStands(t, f.in, "after the move", want)
 	})
 	ok = ok && t.Run("undo", func(t *testing.T) {
 		t0 := time.Now()
 		c.patchSpec(t, `{"undo":true}`)
-		in, took := c.follow(t, v1.PhaseUndone, 20*time.Minute, kill)
-		t.Logf("figure: Undone in %.0fs", took.Seconds())
+		f := c.follow(t, v1.PhaseUndone, 20*time.Minute, kill)
+		t.Logf("figure: Undone in %.0fs", f.took.Seconds())
 		c.printEvents(t, t0)
-		c.goalStands(t, in, "after the undo", want)
+		c.goalStands(t, f.in, "after the undo", want)
 	})
 	if !ok || c.demo {
 		return
@@ -58,7 +58,7 @@ func TestOperator(t *testing.T) {
 		c.MustExec(t, c.worker, "systemctl", "set-environment", "QK_INSTALL_FAIL=install:switch-kubelet")
 		defer c.MustExec(t, c.worker, "systemctl", "unset-environment", "QK_INSTALL_FAIL")
 		c.patchSpec(t, `{"undo":false,"nodeTimeout":"`+faultNodeTimeout.String()+`"}`)
-		in, _ := c.follow(t, v1.PhaseFailed, 15*time.Minute, false)
+		in := c.follow(t, v1.PhaseFailed, 15*time.Minute, false).in
 		n := in.Status.Nodes[0]
 		if n.State != v1.NodeStateFailed || n.Start == nil || n.End == nil {
 			t.Fatalf("node status %+v; want Failed with start and end", n)
