@@ -106,3 +106,29 @@ func notRunning(pods []corev1.Pod) string {
 	sort.Strings(bad)
 	return strings.Join(bad, ", ")
 }
+
+// reactLimit bounds ReactsAtOnce: a regression guard for a cluster that
+// does not act on a deletion, not a timing claim (the figure is logged).
+const reactLimit = 30 * time.Second
+
+// reacts deletes the worker's hello pod and logs how fast the cluster
+// removes it and runs its replacement there (issue #12: a moved cluster
+// reacts at once); past reactLimit ReactsAtOnce fails the test.
+func (c *cluster) reacts(t *testing.T, when string) {
+	t.Helper()
+	r := harness.ReactsAtOnce(t, c.CS, c.worker, reactLimit)
+	t.Logf("figure: %s, a pod deleted on %s is gone in %.1fs and replaced (Running there) in %.1fs (its Running pod found after %.1fs)",
+		when, c.worker, r.Gone.Seconds(), r.Replaced.Seconds(), r.Found.Seconds())
+}
+
+// leaderRestarts logs the restarts of kube-controller-manager and
+// kube-scheduler since before (each one a lost leader lease: they exit when
+// they cannot renew it) and fails the test unless there are none.
+func (c *cluster) leaderRestarts(t *testing.T, when string, before int32) {
+	t.Helper()
+	lost := harness.LeaderRestarts(t, c.CS, c.cp) - before
+	t.Logf("figure: %s, kube-controller-manager and kube-scheduler restarted %d times (lost leases; 0 expected)", when, lost)
+	if lost != 0 {
+		t.Errorf("%s: kube-controller-manager and kube-scheduler lost their leader leases %d times", when, lost)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+	"github.com/quantyroot/quantykube/test/harness"
 )
 
 // minObjects is what the issue asks the cluster to hold.
@@ -19,8 +20,10 @@ const minObjects = 5000
 const faultNodeTimeout = 8 * time.Minute
 
 // TestOperator: the user's four commands (label, apply, watch, patch undo)
-// on a real cluster, then a node that cannot finish. The cases build on
-// each other and run in order; a failed one stops the rest.
+// on a real cluster, each finished run followed by a pod deleted on the
+// worker (the cluster reacts at once); then a node that cannot finish. The cases build on each other and run in
+// order; a failed one stops the rest. kube-controller-manager and
+// kube-scheduler keep their leader leases across the whole run.
 func TestOperator(t *testing.T) {
 	c := setup(t)
 	want := c.versions(t)
@@ -29,6 +32,8 @@ func TestOperator(t *testing.T) {
 	}
 	kill := !c.demo
 	c.fromScratch(t)
+	restarts := harness.LeaderRestarts(t, c.CS, c.cp)
+	t.Cleanup(func() { c.leaderRestarts(t, "across the run", restarts) })
 	c.kubectl(t, "", "label", "node", c.worker, v1.RuntimeLabel+"="+v1.RuntimeLabelValue, "--overwrite")
 	c.applyManifest(t)
 
@@ -36,6 +41,7 @@ func TestOperator(t *testing.T) {
 		t0 := time.Now()
 		f := c.follow(t, v1.PhaseMoved, 20*time.Minute, kill)
 		t.Logf("figure: Moved in %.0fs (store and 1 node%s)", f.took.Seconds(), map[bool]string{true: ", the operator killed at every step"}[kill])
+		c.reacts(t, "right after Moved")
 		c.printEvents(t, t0)
 		c.goalStands(t, f.in, "after the move", want)
 	})
@@ -44,6 +50,7 @@ func TestOperator(t *testing.T) {
 		c.patchSpec(t, `{"undo":true}`)
 		f := c.follow(t, v1.PhaseUndone, 20*time.Minute, kill)
 		t.Logf("figure: Undone in %.0fs", f.took.Seconds())
+		c.reacts(t, "right after Undone")
 		c.printEvents(t, t0)
 		c.goalStands(t, f.in, "after the undo", want)
 	})
