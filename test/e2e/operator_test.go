@@ -21,7 +21,8 @@ const faultNodeTimeout = 8 * time.Minute
 
 // TestOperator: the user's four commands (label, apply, watch, patch undo)
 // on a real cluster, each finished run followed by a pod deleted on the
-// worker (the cluster reacts at once); then a node that cannot finish. The cases build on each other and run in
+// worker (the cluster reacts at once); then a node its preflight refuses,
+// and a node that cannot finish. The cases build on each other and run in
 // order; a failed one stops the rest. kube-controller-manager and
 // kube-scheduler keep their leader leases across the whole run.
 func TestOperator(t *testing.T) {
@@ -55,6 +56,9 @@ func TestOperator(t *testing.T) {
 		c.goalStands(t, f.in, "after the undo", want)
 	})
 	if !ok || c.demo {
+		return
+	}
+	if !t.Run("a node its preflight refuses", func(t *testing.T) { c.preflightRefusal(t, want) }) {
 		return
 	}
 	t.Run("a node that cannot finish", func(t *testing.T) {
