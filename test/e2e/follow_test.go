@@ -10,27 +10,47 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 )
 
 const operatorSelector = "app.kubernetes.io/name=quantykube-operator"
 
+// followPoll is how often follow reads the Installation: steps are
+// recorded a second or more apart, so a quarter of that sees every one,
+// however short.
+const followPoll = 250 * time.Millisecond
+
+// followed is what follow saw of a run.
+type followed struct {
+	in   *v1.Installation // the status at the goal
+	took time.Duration    // from follow's start to the goal seen
+	// began is when each step (stepKey) was first seen running, since
+	// follow's start.
+	began map[string]time.Duration
+}
+
+// stepKey names a running step in followed.began.
+func stepKey(phase v1.Phase, step v1.Step, node string) string {
+	return string(phase) + "/" + string(step) + "/" + node
+}
+
 // follow prints every change of the Installation's status line until its
-// phase is goal with no step running, and returns it. With kill, the
-// operator pod is killed (grace 0) once at every step the status records:
-// the replacement must read the status and go on.
-func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kill bool) (*v1.Installation, time.Duration) {
+// phase is goal with no step running, and returns what it saw. With kill,
+// the operator pod is killed (grace 0) once at every step the status
+// records: the replacement must read the status and go on.
+func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kill bool) followed {
 	t.Helper()
 	start := time.Now()
+	f := followed{began: map[string]time.Duration{}}
 	killed := map[string]bool{}
 	var seen []string // steps in the order first seen
 	var last string
-	for time.Since(start) < timeout {
+	err := wait.PollUntilContextTimeout(context.Background(), followPoll, timeout, true, func(context.Context) (bool, error) {
 		in := c.installation()
 		if in == nil {
-			time.Sleep(time.Second)
-			continue
+			return false, nil // not created yet, or the API server is away
 		}
 		st := in.Status
 		line := fmt.Sprintf("%-8s %-13s %-8s %s", st.Phase, st.Step, st.Node, st.Message)
@@ -43,26 +63,16 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 		// just changed it; the old phase stands until the operator reads it).
 		current := st.ObservedGeneration == in.Generation
 		if st.Phase == goal && !running && current {
-			if kill {
-				var missed []string
-				for _, k := range seen {
-					if !killed[k] {
-						missed = append(missed, k)
-					}
-				}
-				t.Logf("the operator was killed at %d of %d steps", len(seen)-len(missed), len(seen))
-				if len(missed) > 0 {
-					t.Errorf("steps never killed at: %v", missed)
-				}
-			}
-			return in, time.Since(start)
+			f.in, f.took = in, time.Since(start)
+			return true, nil
 		}
 		if st.Phase == v1.PhaseFailed && goal != v1.PhaseFailed && !running && current {
-			t.Fatalf("the Installation failed: %s", st.Message)
+			return false, fmt.Errorf("the Installation failed: %s", st.Message)
 		}
-		key := string(st.Phase) + "/" + string(st.Step) + "/" + st.Node
-		if running && (len(seen) == 0 || seen[len(seen)-1] != key) && !slices.Contains(seen, key) {
+		key := stepKey(st.Phase, st.Step, st.Node)
+		if running && !slices.Contains(seen, key) {
 			seen = append(seen, key)
+			f.began[key] = time.Since(start)
 		}
 		if kill && running && !killed[key] {
 			// A step stays recorded until an operator acts on it, and none
@@ -73,12 +83,24 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 				t.Logf("%6.1fs  killed the operator at %s", time.Since(start).Seconds(), key)
 			}
 		}
-		// Steps are recorded a second or more apart: a quarter of that
-		// sees every one, however short.
-		time.Sleep(250 * time.Millisecond)
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s within %v: %v; last: %s", goal, timeout, err, last)
 	}
-	t.Fatalf("no %s within %v; last: %s", goal, timeout, last)
-	return nil, 0
+	if kill {
+		var missed []string
+		for _, k := range seen {
+			if !killed[k] {
+				missed = append(missed, k)
+			}
+		}
+		t.Logf("the operator was killed at %d of %d steps", len(seen)-len(missed), len(seen))
+		if len(missed) > 0 {
+			t.Errorf("steps never killed at: %v", missed)
+		}
+	}
+	return f
 }
 
 // killOperator kills the operator where it runs, now: its pod is deleted

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+	"github.com/quantyroot/quantykube/test/harness"
 )
 
 // minObjects is what the issue asks the cluster to hold.
@@ -19,8 +20,11 @@ const minObjects = 5000
 const faultNodeTimeout = 8 * time.Minute
 
 // TestOperator: the user's four commands (label, apply, watch, patch undo)
-// on a real cluster, then a node that cannot finish. The cases build on
-// each other and run in order; a failed one stops the rest.
+// on a real cluster, each finished run followed by a pod deleted on the
+// worker (the cluster reacts at once); then a node its preflight refuses,
+// and a node that cannot finish. The cases build on each other and run in
+// order; a failed one stops the rest. kube-controller-manager and
+// kube-scheduler keep their leader leases across the whole run.
 func TestOperator(t *testing.T) {
 	c := setup(t)
 	want := c.versions(t)
@@ -29,25 +33,32 @@ func TestOperator(t *testing.T) {
 	}
 	kill := !c.demo
 	c.fromScratch(t)
+	restarts := harness.LeaderRestarts(t, c.CS, c.cp)
+	t.Cleanup(func() { c.leaderRestarts(t, "across the run", restarts) })
 	c.kubectl(t, "", "label", "node", c.worker, v1.RuntimeLabel+"="+v1.RuntimeLabelValue, "--overwrite")
 	c.applyManifest(t)
 
 	ok := t.Run("move", func(t *testing.T) {
 		t0 := time.Now()
-		in, took := c.follow(t, v1.PhaseMoved, 20*time.Minute, kill)
-		t.Logf("figure: Moved in %.0fs (store and 1 node%s)", took.Seconds(), map[bool]string{true: ", the operator killed at every step"}[kill])
+		f := c.follow(t, v1.PhaseMoved, 20*time.Minute, kill)
+		t.Logf("figure: Moved in %.0fs (store and 1 node%s)", f.took.Seconds(), map[bool]string{true: ", the operator killed at every step"}[kill])
+		c.reacts(t, "right after Moved")
 		c.printEvents(t, t0)
-		c.goalStands(t, in, "after the move", want)
+		c.goalStands(t, f.in, "after the move", want)
 	})
 	ok = ok && t.Run("undo", func(t *testing.T) {
 		t0 := time.Now()
 		c.patchSpec(t, `{"undo":true}`)
-		in, took := c.follow(t, v1.PhaseUndone, 20*time.Minute, kill)
-		t.Logf("figure: Undone in %.0fs", took.Seconds())
+		f := c.follow(t, v1.PhaseUndone, 20*time.Minute, kill)
+		t.Logf("figure: Undone in %.0fs", f.took.Seconds())
+		c.reacts(t, "right after Undone")
 		c.printEvents(t, t0)
-		c.goalStands(t, in, "after the undo", want)
+		c.goalStands(t, f.in, "after the undo", want)
 	})
 	if !ok || c.demo {
+		return
+	}
+	if !t.Run("a node its preflight refuses", func(t *testing.T) { c.preflightRefusal(t, want) }) {
 		return
 	}
 	t.Run("a node that cannot finish", func(t *testing.T) {
@@ -58,7 +69,7 @@ func TestOperator(t *testing.T) {
 		c.MustExec(t, c.worker, "systemctl", "set-environment", "QK_INSTALL_FAIL=install:switch-kubelet")
 		defer c.MustExec(t, c.worker, "systemctl", "unset-environment", "QK_INSTALL_FAIL")
 		c.patchSpec(t, `{"undo":false,"nodeTimeout":"`+faultNodeTimeout.String()+`"}`)
-		in, _ := c.follow(t, v1.PhaseFailed, 15*time.Minute, false)
+		in := c.follow(t, v1.PhaseFailed, 15*time.Minute, false).in
 		n := in.Status.Nodes[0]
 		if n.State != v1.NodeStateFailed || n.Start == nil || n.End == nil {
 			t.Fatalf("node status %+v; want Failed with start and end", n)

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -84,29 +83,4 @@ func (c *Cluster) CopyIn(t testing.TB, node, src, dst string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("copy %s into %s: %v\n%s", src, node, err, out)
 	}
-}
-
-// WaitFor polls ok every half second and fails the test after timeout.
-func WaitFor(t testing.TB, what string, timeout time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// Retry calls f once a second until it succeeds, for at most a minute
-// (API calls across an API-server restart).
-func Retry(f func() error) error {
-	var err error
-	for i := 0; i < 60; i++ {
-		if err = f(); err == nil {
-			return nil
-		}
-		time.Sleep(time.Second)
-	}
-	return err
 }

@@ -13,6 +13,10 @@ import (
 
 // Reaction is how fast a cluster acts on a pod deletion on one node.
 type Reaction struct {
+	// Found: from the call to a Running pod of the Deployment found to
+	// delete (one list when it runs already; after a node's move its pod
+	// may still be starting).
+	Found time.Duration
 	// Gone: from the delete request to the pod gone from the API (the
 	// node's kubelet saw the deletion, stopped the pod and confirmed it).
 	Gone time.Duration
@@ -34,6 +38,7 @@ func ReactsAtOnce(t testing.TB, cs kubernetes.Interface, node string, limit time
 	ctx := context.Background()
 	sel := metav1.ListOptions{LabelSelector: "app=hello-" + node}
 	var old *corev1.Pod
+	called := time.Now()
 	if err := wait.PollUntilContextTimeout(ctx, reactionPoll, limit, true, func(ctx context.Context) (bool, error) {
 		pods, err := cs.CoreV1().Pods("default").List(ctx, sel)
 		if err != nil {
@@ -49,11 +54,12 @@ func ReactsAtOnce(t testing.TB, cs kubernetes.Interface, node string, limit time
 	}); err != nil {
 		t.Fatalf("no Running pod of Deployment hello-%s to delete: %v", node, err)
 	}
+	var r Reaction
 	start := time.Now()
+	r.Found = start.Sub(called)
 	if err := cs.CoreV1().Pods("default").Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("delete pod %s: %v", old.Name, err)
 	}
-	var r Reaction
 	err := wait.PollUntilContextTimeout(ctx, reactionPoll, limit, true, func(ctx context.Context) (bool, error) {
 		pods, err := cs.CoreV1().Pods("default").List(ctx, sel)
 		if err != nil {
