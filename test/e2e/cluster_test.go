@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -24,7 +23,6 @@ import (
 type cluster struct {
 	*harness.Cluster
 	worker, cp string // node names
-	cpIP       string // the API server's address (the harness has no kube-proxy)
 	manifest   string // deploy/quantykube.yaml
 	demo       bool   // the demo: a clean run, no operator kills, no fault
 	c          client.Client
@@ -32,13 +30,13 @@ type cluster struct {
 
 func setup(t *testing.T) *cluster {
 	c := &cluster{
-		worker: os.Getenv("QK_E2E_WORKER"), cp: os.Getenv("QK_E2E_CP"), cpIP: os.Getenv("QK_E2E_CP_IP"),
+		worker: os.Getenv("QK_E2E_WORKER"), cp: os.Getenv("QK_E2E_CP"),
 		manifest: os.Getenv("QK_E2E_MANIFEST"), demo: os.Getenv("QK_E2E_DEMO") == "true",
 	}
 	kubeconfig := os.Getenv("QK_E2E_KUBECONFIG")
-	if kubeconfig == "" || c.worker == "" || c.cp == "" || c.cpIP == "" || c.manifest == "" {
+	if kubeconfig == "" || c.worker == "" || c.cp == "" || c.manifest == "" {
 		if os.Getenv("CI") == "true" && os.Getenv("QK_E2E_REQUIRED") == "true" {
-			t.Fatal("QK_E2E_KUBECONFIG, QK_E2E_WORKER, QK_E2E_CP, QK_E2E_CP_IP and QK_E2E_MANIFEST must be set; run `scripts/kubeadm.sh e2e`")
+			t.Fatal("QK_E2E_KUBECONFIG, QK_E2E_WORKER, QK_E2E_CP and QK_E2E_MANIFEST must be set; run `scripts/kubeadm.sh e2e`")
 		}
 		t.Skip("no cluster: run `scripts/kubeadm.sh e2e`, which sets QK_E2E_* for this test")
 	}
@@ -74,22 +72,12 @@ func (c *cluster) kubectl(t *testing.T, in string, args ...string) string {
 	return string(out)
 }
 
-// applyManifest applies deploy/quantykube.yaml as a user would, with one
-// change the harness needs: it runs no kube-proxy, so the operator is told
-// where the API server is (KUBERNETES_SERVICE_HOST/PORT, which client-go's
-// in-cluster config reads).
+// applyManifest applies deploy/quantykube.yaml unchanged, as a user would:
+// the operator finds the API server through the kubernetes Service
+// (kube-proxy, installed by kubeadm, routes it).
 func (c *cluster) applyManifest(t *testing.T) {
 	t.Helper()
-	data, err := os.ReadFile(c.manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const anchor = "        env:\n"
-	if strings.Count(string(data), anchor) != 1 {
-		t.Fatalf("%s: want exactly one container env list to extend", c.manifest)
-	}
-	env := anchor + fmt.Sprintf("        - {name: KUBERNETES_SERVICE_HOST, value: %q}\n        - {name: KUBERNETES_SERVICE_PORT, value: \"6443\"}\n", c.cpIP)
-	c.kubectl(t, strings.Replace(string(data), anchor, env, 1), "apply", "-f", "-")
+	c.kubectl(t, "", "apply", "-f", c.manifest)
 }
 
 // installation reads the Installation; nil while it does not exist or the

@@ -25,7 +25,7 @@ cmd_e2e() {
 	fi
 	log "e2e: the operator moves the store and $w, then moves them back (go test ./test/e2e)"
 	(cd "$QK_ROOT" && QK_E2E_KUBECONFIG=$QK_STATE/kubeconfig QK_E2E_WORKER=$w QK_E2E_CP=$cp \
-		QK_E2E_CP_IP=$(cat "$(node_dir "$cp")/ip") QK_E2E_MANIFEST=$QK_ROOT/deploy/quantykube.yaml \
+		QK_E2E_MANIFEST=$QK_ROOT/deploy/quantykube.yaml \
 		QK_E2E_REQUIRED=true QK_E2E_DEMO=${QK_E2E_DEMO:-false} QK_CLUSTER=$QK_CLUSTER QK_STATE=$QK_STATE QK_CACHE=$QK_CACHE \
 		go test -count=1 -v -timeout 90m -run "${QK_E2E_RUN:-TestOperator}" ./test/e2e/)
 }
