@@ -20,6 +20,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/quantyroot/quantykube/test/ports"
 )
 
 // serverOptions tune one server under test.
@@ -384,10 +386,10 @@ func keepLog(t testing.TB, path string) {
 
 // freeAddr returns a loopback host:port nobody listens on right now, never
 // handed out before in this process and outside the ephemeral port range
-// (cluster_ports_test.go).
+// (test/ports).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	p, err := freePorts(1)
+	p, err := ports.Free(1)
 	if err != nil {
 		t.Fatalf("find a free port: %v", err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/quantyroot/quantykube/test/ports"
 )
 
 // ErrNoClustering means the quantykube binary has no --initial-cluster flag
@@ -58,18 +60,18 @@ func StartCluster(ctx context.Context, kind string, bins Binaries, dir string, n
 	default:
 		return nil, fmt.Errorf("no cluster of %s: use %s or %s", kind, Etcd, QuantyKube)
 	}
-	ports, err := freePorts(2 * n)
+	free, err := ports.Free(2 * n)
 	if err != nil {
 		return nil, err
 	}
 	var initial []string
 	for i := range n {
-		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
+		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, free[2*i+1]))
 	}
 	for i := range n {
-		s := &Server{Kind: kind, Endpoint: fmt.Sprintf("127.0.0.1:%d", ports[2*i]),
+		s := &Server{Kind: kind, Endpoint: fmt.Sprintf("127.0.0.1:%d", free[2*i]),
 			DataDir: filepath.Join(dir, fmt.Sprintf("m%d.data", i))}
-		client, peer := "http://"+s.Endpoint, fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
+		client, peer := "http://"+s.Endpoint, fmt.Sprintf("http://127.0.0.1:%d", free[2*i+1])
 		var args []string
 		if kind == QuantyKube {
 			args = append(args, "store")

@@ -1,4 +1,7 @@
-package server
+// Package ports hands out loopback ports for test and benchmark rigs that start
+// servers as child processes. (test/robustness and test/k8s-storage are
+// modules of their own, with their own copy: they do not depend on this module.)
+package ports
 
 import (
 	"errors"
@@ -23,8 +26,8 @@ var ports struct {
 
 const portLow, portHigh = 20000, 32000
 
-// freePorts returns count distinct ports, never handed out before here.
-func freePorts(count int) ([]int, error) {
+// Free returns count distinct ports, never handed out before here.
+func Free(count int) ([]int, error) {
 	ports.Lock()
 	defer ports.Unlock()
 	if ports.used == nil {
