@@ -25,6 +25,7 @@ import (
 // patches and only the cgroup v1 preflight check ignored.
 func (c *cluster) kubeadmUpgrade(t *testing.T) string {
 	t.Helper()
+	c.leadersHeld(t)
 	v := strings.TrimSpace(c.mustNode(t, "kubeadm", "version", "-o", "short"))
 	t0 := time.Now()
 	out, err := c.node("kubeadm", "upgrade", "apply", v, "--force", "--yes",
@@ -36,6 +37,21 @@ func (c *cluster) kubeadmUpgrade(t *testing.T) string {
 	c.mustNode(t, "systemctl", "restart", "kubelet")
 	c.serving(t)
 	return out
+}
+
+// leadersHeld waits until kube-controller-manager and kube-scheduler hold
+// their leader leases again (renewed within the last 10 s), as an operator
+// checks before an upgrade: kubeadm upgrade's health check runs a Job, which
+// a controller-manager still restarting after an API-server restart (a lost
+// lease) does not start within the check's minute.
+func (c *cluster) leadersHeld(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{"kube-controller-manager", "kube-scheduler"} {
+		waitFor(t, name+" to hold its leader lease", 3*time.Minute, func() bool {
+			l, err := c.cs.CoordinationV1().Leases("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+			return err == nil && l.Spec.RenewTime != nil && time.Since(l.Spec.RenewTime.Time) < 10*time.Second
+		})
+	}
 }
 
 // apiWriter writes through the API the whole time a test changes what the
