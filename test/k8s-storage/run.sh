@@ -95,7 +95,9 @@ else
   QK_STORE_BIN=$(cd "$(dirname "$store_bin")" && pwd)/$(basename "$store_bin")
   "$QK_STORE_BIN" store --help >/dev/null 2>&1 ||
     die "'$QK_STORE_BIN store --help' fails; the binary has no working 'store' command yet"
-  if ((members > 1)) && ! "$QK_STORE_BIN" store --help 2>&1 | grep -q -- --initial-cluster; then
+  # The help is read whole first: `grep -q` ends the pipe early, and the store's SIGPIPE would fail
+  # the pipeline under pipefail.
+  if ((members > 1)) && [[ $("$QK_STORE_BIN" store --help 2>&1) != *--initial-cluster* ]]; then
     die "'$QK_STORE_BIN store' has no --initial-cluster flag yet (replication, issue #13); run --members 3 with --against-etcd or a store that has it"
   fi
   export QK_STORE_BIN QK_K8S_STORAGE_SERVER=quantykube
