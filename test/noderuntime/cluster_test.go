@@ -108,29 +108,31 @@ func (c *cluster) onContainerd(t *testing.T, node string) {
 // readyOn waits until node is Ready on runtime.
 func (c *cluster) readyOn(t *testing.T, node, runtime string) {
 	t.Helper()
-	waitFor(t, node+" Ready on "+runtime, 3*time.Minute, func() bool {
-		n, err := c.cs.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		if err != nil || !strings.HasPrefix(n.Status.NodeInfo.ContainerRuntimeVersion, runtime+"://") {
-			return false
-		}
-		for _, cd := range n.Status.Conditions {
-			if cd.Type == corev1.NodeReady {
-				return cd.Status == corev1.ConditionTrue
-			}
-		}
-		return false
+	harness.Eventually(t, node+" Ready on "+runtime, 3*time.Minute, func(ctx context.Context) error {
+		return c.readyNow(ctx, node, runtime)
 	})
 }
 
-func retry(f func() error) error {
-	var err error
-	for i := 0; i < 90; i++ {
-		if err = f(); err == nil {
+// readyNow is nil when node is Ready with its containers on runtime now.
+func (c *cluster) readyNow(ctx context.Context, node, runtime string) error {
+	n, err := c.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(n.Status.NodeInfo.ContainerRuntimeVersion, runtime+"://") {
+		return fmt.Errorf("%s runs %s", node, n.Status.NodeInfo.ContainerRuntimeVersion)
+	}
+	for _, cd := range n.Status.Conditions {
+		if cd.Type == corev1.NodeReady && cd.Status == corev1.ConditionTrue {
 			return nil
 		}
-		time.Sleep(time.Second)
 	}
-	return err
+	return fmt.Errorf("%s is not Ready", node)
+}
+
+// retry calls f every second until it succeeds, for at most 90 s.
+func retry(f func() error) error {
+	return harness.Poll(context.Background(), time.Second, 90*time.Second, func(context.Context) error { return f() })
 }
 
 // podsRunOn waits until every pod matching selector runs on node, all its

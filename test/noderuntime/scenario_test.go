@@ -12,6 +12,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quantyroot/quantykube/test/harness"
 )
 
 // TestWorkerAndBack: a worker with a Deployment and a DaemonSet is drained,
@@ -158,11 +160,9 @@ func (c *cluster) survivesRuntimeKill(t *testing.T, node, selector string) {
 		now := strings.TrimSpace(out)
 		return err == nil && now != "0" && now != pid && c.nodeOK(node, "systemctl", "is-active", "quantykube-runtime")
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		c.readyOn(t, node, "quantykube")
-		time.Sleep(2 * time.Second)
-	}
+	harness.Holds(t, node+" stays Ready on quantykube after the runtime's kill -9", 20*time.Second, func(ctx context.Context) error {
+		return c.readyNow(ctx, node, "quantykube")
+	})
 	if after := c.containerIDs(t, selector, node); after != before {
 		t.Fatalf("containers changed across kill -9 of the runtime:\nbefore %s\nafter  %s", before, after)
 	}
