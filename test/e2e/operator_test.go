@@ -23,8 +23,8 @@ const faultNodeTimeout = 8 * time.Minute
 // on a real cluster, each finished run followed by a pod deleted on the
 // worker (the cluster reacts at once); then a node its preflight refuses,
 // and a node that cannot finish. The cases build on each other and run in
-// order; a failed one stops the rest. kube-controller-manager and
-// kube-scheduler keep their leader leases across the whole run.
+// order; a failed one stops the rest. How often kube-controller-manager and
+// kube-scheduler lost their leader leases across the whole run is reported.
 func TestOperator(t *testing.T) {
 	c := setup(t)
 	want := c.versions(t)
