@@ -16,10 +16,7 @@ import (
 // /tmp, and a config with the entrypoint and platform containerd needs.
 func TestBuildWritesImportableArchive(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "tool")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := writeTool(t, dir)
 	out := filepath.Join(dir, "img.tar")
 	spec := imageSpec{
 		out:        out,
@@ -103,4 +100,14 @@ func TestBadInputIsRejected(t *testing.T) {
 	if err == nil {
 		t.Error("build accepted a directory as a file")
 	}
+}
+
+// writeTool writes a small executable into dir, the file the test images carry.
+func writeTool(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }

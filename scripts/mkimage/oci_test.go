@@ -16,10 +16,7 @@ import (
 // byte-equal archives (callers cache by content).
 func TestBuildWritesOCIArchive(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "tool")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	bin := writeTool(t, dir)
 	spec := imageSpec{
 		tags:       []string{"ghcr.io/quantyroot/quantykube:v0.1.0"},
 		files:      [][2]string{{bin, "/usr/local/bin/quantykube"}},
