@@ -34,7 +34,8 @@ find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | grep -v '/process_api/' | 
 # qk-$QK_CLUSTER (its nspawn launchers, its nodes and their pods); a zombie
 # has left its cgroup, so one waiting for PID 1 to reap it does not count.
 {
-	grep -l "/qk-${QK_CLUSTER:-qk}/" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3 | while read -r p; do
+	# grep exits 1 with no match and 2 when a process ends mid-scan: neither is an error here.
+	{ grep -l "/qk-${QK_CLUSTER:-qk}/" /proc/[0-9]*/cgroup 2>/dev/null || true; } | cut -d/ -f3 | while read -r p; do
 		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null && echo
 	done
-} | grep -v '^$' | sort >"$out/node-processes"
+} | { grep -v '^$' || true; } | sort >"$out/node-processes"

@@ -30,115 +30,190 @@ func (c *cluster) serving(t *testing.T) {
 	})
 }
 
-// TestMoveFaults injects a failure into every step of install and undo, and
-// kills the command with SIGKILL at the start of every step; after each, the
-// next run must complete or roll back, never leave the node half moved, and
-// install must never change etcd's data.
-func TestMoveFaults(t *testing.T) {
-	c := setup(t)
+// toEtcd brings the node back on etcd if it is on the store.
+func (c *cluster) toEtcd(t *testing.T) {
+	t.Helper()
 	if c.onStore(t) {
 		c.mustNode(t, "quantykube", "undo", "store")
 	}
 	c.serving(t)
+}
+
+// toStore moves the node onto the store if it is on etcd.
+func (c *cluster) toStore(t *testing.T) {
+	t.Helper()
+	if !c.onStore(t) {
+		c.mustNode(t, "quantykube", "install", "store")
+	}
+	c.serving(t)
+}
+
+// faultCase is one injected fault: the state it starts from is its own
+// business (toEtcd/toStore), so any case runs alone under -run.
+type faultCase struct {
+	name string
+	run  func(t *testing.T)
+}
+
+// TestMoveFaults injects a failure into every step of install and undo, and
+// kills the command with SIGKILL at the start of every step; after each, the
+// next run must complete or roll back, never leave the node half moved, and
+// install must never change etcd's data.
+//
+// The cases are ordered so that each starts where the one before ended:
+// install failures before the commit step stay on etcd; every case that
+// ends on the store (an install killed, or failing past its commit) is
+// followed by one that ends on etcd (an undo killed, or failing past its
+// commit), and undo failures before the commit run while on the store.
+// That needs half the API-server restarts of setting every case up from
+// scratch (the cost of this test), and checks the same steps.
+func TestMoveFaults(t *testing.T) {
+	c := setup(t)
+	c.toEtcd(t)
 	defer c.settle(t)
+	var endOnStore, endOnEtcd, stayOnStore []faultCase
 	for _, step := range installSteps {
-		t.Run("install/fail/"+step, func(t *testing.T) {
-			_, rev := c.etcdHashKV(t, 0)
-			hash, _ := c.etcdHashKV(t, rev)
-			out, err := c.node("env", "QK_INSTALL_FAIL=install:"+step, "quantykube", "install", "store")
-			if afterCommit["install:"+step] {
-				// Past the commit step the install is finished by a rerun, never rolled back.
-				if err == nil || !c.onStore(t) || !strings.Contains(out, "rerun the command to finish") {
-					t.Fatalf("install with %s failing after the commit step: err %v\n%s", step, err, out)
-				}
-				out = c.mustNode(t, "quantykube", "install", "store")
-				if !strings.Contains(out, "interrupted install was finished") {
-					t.Fatalf("the rerun did not finish the install:\n%s", out)
-				}
-				c.serving(t)
-				c.mustNode(t, "quantykube", "undo", "store")
-				c.serving(t)
-				return
-			}
-			if err == nil || !strings.Contains(out, `step "`+step+`" failed`) || !strings.Contains(out, "put back") {
-				t.Fatalf("install with %s failing: err %v\n%s", step, err, out)
-			}
-			if c.onStore(t) {
-				t.Fatal("after a failed install the API server points at the store")
-			}
-			c.serving(t)
-			if out, err := c.node("systemctl", "is-active", "quantykube-store"); err == nil {
-				t.Fatalf("the store unit is still active after a failed install: %s", out)
-			}
-			if h, _ := c.etcdHashKV(t, rev); h != hash {
-				t.Fatalf("a failed install changed etcd's data at revision %d", rev)
-			}
-		})
-		t.Run("install/kill/"+step, func(t *testing.T) {
-			_, rev := c.etcdHashKV(t, 0)
-			hash, _ := c.etcdHashKV(t, rev)
-			if out, err := c.node("env", "QK_INSTALL_KILL=install:"+step+":begin", "quantykube", "install", "store"); err == nil {
-				t.Fatalf("install was not killed at %s:\n%s", step, out)
-			}
-			out := c.mustNode(t, "quantykube", "install", "store")
-			if !strings.Contains(out, "interrupted install was") {
-				t.Fatalf("the rerun did not recover the interrupted install:\n%s", out)
-			}
-			if !c.onStore(t) {
-				t.Fatalf("after the rerun the API server is not on the store:\n%s", out)
-			}
-			c.serving(t)
-			if h, _ := c.etcdHashKV(t, rev); h != hash {
-				t.Fatalf("install changed etcd's data at revision %d", rev)
-			}
-			c.mustNode(t, "quantykube", "undo", "store")
-			c.serving(t)
-		})
+		if !afterCommit["install:"+step] {
+			t.Run("install/fail/"+step, func(t *testing.T) { c.installFailsBack(t, step) })
+			continue
+		}
+		endOnStore = append(endOnStore, faultCase{"install/fail/" + step, func(t *testing.T) { c.installFailsForward(t, step) }})
+	}
+	for _, step := range installSteps {
+		endOnStore = append(endOnStore, faultCase{"install/kill/" + step, func(t *testing.T) { c.installKilled(t, step) }})
 	}
 	for _, step := range undoSteps {
-		t.Run("undo/fail/"+step, func(t *testing.T) {
-			c.mustNode(t, "quantykube", "install", "store")
-			c.serving(t)
-			out, err := c.node("env", "QK_INSTALL_FAIL=undo:"+step, "quantykube", "undo", "store")
-			if err == nil || !strings.Contains(out, `step "`+step+`" failed`) {
-				t.Fatalf("undo with %s failing: err %v\n%s", step, err, out)
-			}
-			if afterCommit["undo:"+step] {
-				// Past the commit step the undo is finished by a rerun, never rolled back.
-				if c.onStore(t) || !strings.Contains(out, "rerun the command to finish") {
-					t.Fatalf("a failure after the commit step was rolled back:\n%s", out)
-				}
-				out = c.mustNode(t, "quantykube", "undo", "store")
-				if !strings.Contains(out, "interrupted undo was finished") {
-					t.Fatalf("the rerun did not finish the undo:\n%s", out)
-				}
-				c.serving(t)
-				return
-			}
-			if !c.onStore(t) {
-				t.Fatal("after a failed undo the API server is not back on the store")
-			}
-			c.serving(t)
-			c.mustNode(t, "quantykube", "undo", "store")
-			c.serving(t)
-		})
-		t.Run("undo/kill/"+step, func(t *testing.T) {
-			c.mustNode(t, "quantykube", "install", "store")
-			c.serving(t)
-			if out, err := c.node("env", "QK_INSTALL_KILL=undo:"+step+":begin", "quantykube", "undo", "store"); err == nil {
-				t.Fatalf("undo was not killed at %s:\n%s", step, out)
-			}
-			out := c.mustNode(t, "quantykube", "undo", "store")
-			if !strings.Contains(out, "interrupted undo was") {
-				t.Fatalf("the rerun did not recover the interrupted undo:\n%s", out)
-			}
-			if c.onStore(t) {
-				// rolled back: the rerun then undid it for real, or said nothing to do
-				t.Fatalf("after the rerun the API server is still on the store:\n%s", out)
-			}
-			c.serving(t)
-		})
+		if afterCommit["undo:"+step] {
+			endOnEtcd = append(endOnEtcd, faultCase{"undo/fail/" + step, func(t *testing.T) { c.undoFailsForward(t, step) }})
+		} else {
+			stayOnStore = append(stayOnStore, faultCase{"undo/fail/" + step, func(t *testing.T) { c.undoFailsBack(t, step) }})
+		}
+		endOnEtcd = append(endOnEtcd, faultCase{"undo/kill/" + step, func(t *testing.T) { c.undoKilled(t, step) }})
 	}
+	for i, tc := range endOnStore {
+		t.Run(tc.name, tc.run)
+		if i == 0 {
+			for _, tc := range stayOnStore {
+				t.Run(tc.name, tc.run)
+			}
+		}
+		if i < len(endOnEtcd) {
+			t.Run(endOnEtcd[i].name, endOnEtcd[i].run)
+		}
+	}
+	for _, tc := range endOnEtcd[min(len(endOnStore), len(endOnEtcd)):] {
+		t.Run(tc.name, tc.run)
+	}
+	c.toEtcd(t)
+}
+
+// installFailsBack: a failure before the commit step is rolled back; the
+// node stays on etcd, the store unit stopped, etcd's data unchanged.
+func (c *cluster) installFailsBack(t *testing.T, step string) {
+	c.toEtcd(t)
+	_, rev := c.etcdHashKV(t, 0)
+	hash, _ := c.etcdHashKV(t, rev)
+	out, err := c.node("env", "QK_INSTALL_FAIL=install:"+step, "quantykube", "install", "store")
+	if err == nil || !strings.Contains(out, `step "`+step+`" failed`) || !strings.Contains(out, "put back") {
+		t.Fatalf("install with %s failing: err %v\n%s", step, err, out)
+	}
+	if c.onStore(t) {
+		t.Fatal("after a failed install the API server points at the store")
+	}
+	c.serving(t)
+	if out, err := c.node("systemctl", "is-active", "quantykube-store"); err == nil {
+		t.Fatalf("the store unit is still active after a failed install: %s", out)
+	}
+	if h, _ := c.etcdHashKV(t, rev); h != hash {
+		t.Fatalf("a failed install changed etcd's data at revision %d", rev)
+	}
+}
+
+// installFailsForward: past the commit step the install is finished by a
+// rerun, never rolled back. Ends on the store.
+func (c *cluster) installFailsForward(t *testing.T, step string) {
+	c.toEtcd(t)
+	out, err := c.node("env", "QK_INSTALL_FAIL=install:"+step, "quantykube", "install", "store")
+	if err == nil || !c.onStore(t) || !strings.Contains(out, "rerun the command to finish") {
+		t.Fatalf("install with %s failing after the commit step: err %v\n%s", step, err, out)
+	}
+	out = c.mustNode(t, "quantykube", "install", "store")
+	if !strings.Contains(out, "interrupted install was finished") {
+		t.Fatalf("the rerun did not finish the install:\n%s", out)
+	}
+	c.serving(t)
+}
+
+// installKilled: after a SIGKILL at the start of step, a rerun recovers
+// (finishes, or rolls back and installs) and etcd's data is unchanged.
+// Ends on the store.
+func (c *cluster) installKilled(t *testing.T, step string) {
+	c.toEtcd(t)
+	_, rev := c.etcdHashKV(t, 0)
+	hash, _ := c.etcdHashKV(t, rev)
+	if out, err := c.node("env", "QK_INSTALL_KILL=install:"+step+":begin", "quantykube", "install", "store"); err == nil {
+		t.Fatalf("install was not killed at %s:\n%s", step, out)
+	}
+	out := c.mustNode(t, "quantykube", "install", "store")
+	if !strings.Contains(out, "interrupted install was") {
+		t.Fatalf("the rerun did not recover the interrupted install:\n%s", out)
+	}
+	if !c.onStore(t) {
+		t.Fatalf("after the rerun the API server is not on the store:\n%s", out)
+	}
+	c.serving(t)
+	if h, _ := c.etcdHashKV(t, rev); h != hash {
+		t.Fatalf("install changed etcd's data at revision %d", rev)
+	}
+}
+
+// undoFailsBack: a failure before undo's commit step puts the node back on
+// the store. Ends on the store.
+func (c *cluster) undoFailsBack(t *testing.T, step string) {
+	c.toStore(t)
+	out, err := c.node("env", "QK_INSTALL_FAIL=undo:"+step, "quantykube", "undo", "store")
+	if err == nil || !strings.Contains(out, `step "`+step+`" failed`) {
+		t.Fatalf("undo with %s failing: err %v\n%s", step, err, out)
+	}
+	if !c.onStore(t) {
+		t.Fatal("after a failed undo the API server is not back on the store")
+	}
+	c.serving(t)
+}
+
+// undoFailsForward: past undo's commit step the undo is finished by a
+// rerun, never rolled back. Ends on etcd.
+func (c *cluster) undoFailsForward(t *testing.T, step string) {
+	c.toStore(t)
+	out, err := c.node("env", "QK_INSTALL_FAIL=undo:"+step, "quantykube", "undo", "store")
+	if err == nil || !strings.Contains(out, `step "`+step+`" failed`) {
+		t.Fatalf("undo with %s failing: err %v\n%s", step, err, out)
+	}
+	if c.onStore(t) || !strings.Contains(out, "rerun the command to finish") {
+		t.Fatalf("a failure after the commit step was rolled back:\n%s", out)
+	}
+	out = c.mustNode(t, "quantykube", "undo", "store")
+	if !strings.Contains(out, "interrupted undo was finished") {
+		t.Fatalf("the rerun did not finish the undo:\n%s", out)
+	}
+	c.serving(t)
+}
+
+// undoKilled: after a SIGKILL at the start of step, a rerun recovers and
+// the node ends on etcd (rolled back and undone, or finished).
+func (c *cluster) undoKilled(t *testing.T, step string) {
+	c.toStore(t)
+	if out, err := c.node("env", "QK_INSTALL_KILL=undo:"+step+":begin", "quantykube", "undo", "store"); err == nil {
+		t.Fatalf("undo was not killed at %s:\n%s", step, out)
+	}
+	out := c.mustNode(t, "quantykube", "undo", "store")
+	if !strings.Contains(out, "interrupted undo was") {
+		t.Fatalf("the rerun did not recover the interrupted undo:\n%s", out)
+	}
+	if c.onStore(t) {
+		t.Fatalf("after the rerun the API server is still on the store:\n%s", out)
+	}
+	c.serving(t)
 }
 
 // settle undoes what many API-server restarts in a row do to the control
