@@ -58,57 +58,10 @@ func TestOperator(t *testing.T) {
 	if !ok || c.demo {
 		return
 	}
-	if !t.Run("a node its preflight refuses", func(t *testing.T) { c.preflightRefusal(t, want) }) {
+	if !t.Run("a node its preflight refuses", func(t *testing.T) { c.preflightRefusal(t) }) {
 		return
 	}
-	t.Run("a node that cannot finish", func(t *testing.T) {
-		// The fault is injected on the node the way the installers' tests do
-		// (QK_INSTALL_FAIL), through the node's systemd manager: the unit the
-		// operator starts there inherits it. The install fails before its
-		// commit step and rolls back.
-		c.MustExec(t, c.worker, "systemctl", "set-environment", "QK_INSTALL_FAIL=install:switch-kubelet")
-		defer c.MustExec(t, c.worker, "systemctl", "unset-environment", "QK_INSTALL_FAIL")
-		c.patchSpec(t, `{"undo":false,"nodeTimeout":"`+faultNodeTimeout.String()+`"}`)
-		in := c.follow(t, v1.PhaseFailed, 15*time.Minute, false).in
-		n := in.Status.Nodes[0]
-		if n.State != v1.NodeStateFailed || n.Start == nil || n.End == nil {
-			t.Fatalf("node status %+v; want Failed with start and end", n)
-		}
-		took := n.End.Sub(n.Start.Time)
-		t.Logf("figure: %s Failed %.0fs after its move began (deadline %v): %s", c.worker, took.Seconds(), faultNodeTimeout, n.Message)
-		if took > faultNodeTimeout {
-			t.Errorf("failed after %v, past its deadline %v", took, faultNodeTimeout)
-		}
-		d := meta.FindStatusCondition(in.Status.Conditions, v1.ConditionDegraded)
-		if d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "spec.undo") {
-			t.Errorf("Degraded = %+v; want True, saying what to do", d)
-		}
-		// The node as its own undo left it: back on containerd, Ready.
-		if rt := c.runtimeOf(t, c.worker); rt != "containerd" {
-			t.Errorf("%s runs on %q after the failure; want containerd", c.worker, rt)
-		}
-		// The rest untouched: the store stays moved and serving, the control
-		// plane stays as it was, no object changed.
-		if !c.onStore(t) || in.Status.Store != v1.PhaseMoved {
-			t.Errorf("the store was touched by the node's failure (status %q)", in.Status.Store)
-		}
-		if cp := c.node(t, c.cp); cp.Spec.Unschedulable || !strings.HasPrefix(cp.Status.NodeInfo.ContainerRuntimeVersion, "containerd://") {
-			t.Errorf("the control plane was touched: unschedulable=%v runtime %s", cp.Spec.Unschedulable, cp.Status.NodeInfo.ContainerRuntimeVersion)
-		}
-		c.sameVersions(t, "after the failure", want)
-		c.noHostPodsLeft(t)
-
-		// And back: the fault cleared, spec.undo moves the store back and
-		// uncordons the node.
-		c.MustExec(t, c.worker, "systemctl", "unset-environment", "QK_INSTALL_FAIL")
-		c.patchSpec(t, `{"undo":true}`)
-		c.follow(t, v1.PhaseUndone, 15*time.Minute, false)
-		if c.onStore(t) || c.node(t, c.worker).Spec.Unschedulable {
-			t.Errorf("after the undo: store still in use or %s cordoned", c.worker)
-		}
-		c.sameVersions(t, "after the undo of the failed run", want)
-		c.allPodsRunning(t, "after the undo of the failed run")
-	})
+	t.Run("a node that cannot finish", func(t *testing.T) { c.nodeCannotFinish(t, want) })
 }
 
 // goalStands checks what a finished run promises, in its direction (the
@@ -140,4 +93,61 @@ func (c *cluster) goalStands(t *testing.T, in *v1.Installation, when string, wan
 	c.sameVersions(t, when, want)
 	c.allPodsRunning(t, when)
 	c.noHostPodsLeft(t)
+}
+
+// nodeCannotFinish: the Installation the preflight case left Failed goes on
+// once its causes are fixed — past the preflight, through the drain (which
+// evicts the operator from the worker) — into a node install that fails:
+// Failed within the node's deadline, the node rolled back, the rest
+// untouched; then spec.undo brings it all back.
+func (c *cluster) nodeCannotFinish(t *testing.T, want map[string]string) {
+	// The fault is injected on the node the way the installers' tests do
+	// (QK_INSTALL_FAIL), through the node's systemd manager: the unit the
+	// operator starts there inherits it. The install fails before its
+	// commit step and rolls back.
+	c.MustExec(t, c.worker, "systemctl", "set-environment", "QK_INSTALL_FAIL=install:switch-kubelet")
+	defer c.MustExec(t, c.worker, "systemctl", "unset-environment", "QK_INSTALL_FAIL")
+	c.patchSpec(t, `{"undo":false,"nodeTimeout":"`+faultNodeTimeout.String()+`"}`)
+	in := c.follow(t, v1.PhaseFailed, 15*time.Minute, false).in
+	n := in.Status.Nodes[0]
+	if n.State != v1.NodeStateFailed || n.Start == nil || n.End == nil {
+		t.Fatalf("node status %+v; want Failed with start and end", n)
+	}
+	took := n.End.Sub(n.Start.Time)
+	t.Logf("figure: %s Failed %.0fs after its move began (deadline %v): %s", c.worker, took.Seconds(), faultNodeTimeout, n.Message)
+	if took > faultNodeTimeout {
+		t.Errorf("failed after %v, past its deadline %v", took, faultNodeTimeout)
+	}
+	d := meta.FindStatusCondition(in.Status.Conditions, v1.ConditionDegraded)
+	if d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "spec.undo") {
+		t.Errorf("Degraded = %+v; want True, saying what to do", d)
+	}
+	// The node as its own undo left it: back on containerd, Ready.
+	if rt := c.runtimeOf(t, c.worker); rt != "containerd" {
+		t.Errorf("%s runs on %q after the failure; want containerd", c.worker, rt)
+	}
+	// The rest untouched: the store stays moved and serving, the control
+	// plane stays as it was, no object changed.
+	if !c.onStore(t) || in.Status.Store != v1.PhaseMoved {
+		t.Errorf("the store was touched by the node's failure (status %q)", in.Status.Store)
+	}
+	if cp := c.node(t, c.cp); cp.Spec.Unschedulable || !strings.HasPrefix(cp.Status.NodeInfo.ContainerRuntimeVersion, "containerd://") {
+		t.Errorf("the control plane was touched: unschedulable=%v runtime %s", cp.Spec.Unschedulable, cp.Status.NodeInfo.ContainerRuntimeVersion)
+	}
+	c.sameVersions(t, "after the failure", want)
+	if on := c.operatorNode(t); on != c.cp {
+		t.Errorf("the operator runs on %q after the worker's drain; want %s", on, c.cp)
+	}
+	c.noHostPodsLeft(t)
+
+	// And back: the fault cleared, spec.undo moves the store back and
+	// uncordons the node.
+	c.MustExec(t, c.worker, "systemctl", "unset-environment", "QK_INSTALL_FAIL")
+	c.patchSpec(t, `{"undo":true}`)
+	c.follow(t, v1.PhaseUndone, 15*time.Minute, false)
+	if c.onStore(t) || c.node(t, c.worker).Spec.Unschedulable {
+		t.Errorf("after the undo: store still in use or %s cordoned", c.worker)
+	}
+	c.sameVersions(t, "after the undo of the failed run", want)
+	c.allPodsRunning(t, "after the undo of the failed run")
 }

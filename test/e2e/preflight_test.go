@@ -38,10 +38,10 @@ const quietFor = 5 * time.Second
 // pinned drop-in). The Installation turns Failed with the host's reason
 // seconds after the preflight began (the store moved first), the worker is
 // never cordoned and keeps every pod. Then the operator on the worker with
-// nowhere to go (the control plane cordoned) is refused the same way. With
-// both causes fixed, the same Installation goes on to Moved (the drain
-// evicts the operator itself), and back to Undone for the next case.
-func (c *cluster) preflightRefusal(t *testing.T, want map[string]string) {
+// nowhere to go (the control plane cordoned) is refused the same way. Both
+// causes are fixed at the end; the same Installation goes on in the next
+// case (nodeCannotFinish), which also checks the drain evicted the operator.
+func (c *cluster) preflightRefusal(t *testing.T) {
 	if c.node(t, c.worker).Spec.Unschedulable {
 		t.Fatalf("%s is cordoned before the case; it must start schedulable", c.worker)
 	}
@@ -69,20 +69,9 @@ func (c *cluster) preflightRefusal(t *testing.T, want map[string]string) {
 	c.refused(t, f, "the operator's own node", "the operator runs on "+c.worker)
 	c.untouched(t, "after the operator's refusal", pods, cordons)
 
-	// Both causes fixed: the same Installation goes on.
+	// Both causes fixed (the drop-in gone, the control plane schedulable):
+	// the next case goes on from this Failed Installation.
 	c.kubectl(t, "", "uncordon", c.cp)
-	cordons.stop() // the move cordons the worker now
-	c.patchSpec(t, `{"nodeTimeout":"12m"}`)
-	f = c.follow(t, v1.PhaseMoved, 20*time.Minute, false)
-	t.Logf("figure: Moved %.0fs after the causes were fixed", f.took.Seconds())
-	c.reacts(t, "right after Moved (the preflight's causes fixed)")
-	c.goalStands(t, f.in, "after the preflight's causes were fixed", want)
-	if on := c.operatorNode(t); on != c.cp {
-		t.Errorf("the operator runs on %q after the worker's drain; want %s", on, c.cp)
-	}
-	c.patchSpec(t, `{"undo":true}`)
-	f = c.follow(t, v1.PhaseUndone, 20*time.Minute, false)
-	c.goalStands(t, f.in, "after its undo", want)
 }
 
 // refused checks a run that ended Failed at the worker's preflight: the
