@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,8 +13,15 @@ import (
 // ErrBusy is returned when another run holds the subject's lock.
 var ErrBusy = errors.New("another quantykube install or undo is running on this host")
 
-// Lock takes the exclusive lock at path without waiting. Release it with the
-// returned function; the kernel releases it if the process dies.
+// lockRetry is how long Lock keeps trying a lock it finds taken: Busy (in
+// another process) holds it for an instant to probe, and a run that meets
+// such a probe must not be refused. A run holds it for seconds at least, so
+// a real second run is still refused at once, in human terms.
+const lockRetry = 250 * time.Millisecond
+
+// Lock takes the exclusive lock at path, waiting at most lockRetry for a
+// probe (Busy) to let go. Release it with the returned function; the kernel
+// releases it if the process dies.
 func Lock(path string) (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create lock directory: %w", err)
@@ -22,7 +30,13 @@ func Lock(path string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	deadline := time.Now().Add(lockRetry)
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	for errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w (lock %s); wait for it to finish", ErrBusy, path)
@@ -33,16 +47,25 @@ func Lock(path string) (func(), error) {
 }
 
 // Busy reports whether another process holds the lock at path, without
-// creating anything.
+// creating anything. It probes by taking the lock for an instant, which
+// Lock's retry absorbs; a lock found taken is tried again for lockRetry, so
+// another process's probe is not taken for a run.
 func Busy(path string) bool {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return errors.Is(err, unix.EWOULDBLOCK)
+	deadline := time.Now().Add(lockRetry)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			unix.Flock(int(f.Fd()), unix.LOCK_UN)
+			return false
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || !time.Now().Before(deadline) {
+			return errors.Is(err, unix.EWOULDBLOCK)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return false
 }

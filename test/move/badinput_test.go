@@ -52,15 +52,8 @@ func TestBadInput(t *testing.T) {
 			_, err := c.node("quantykube", "install", "store")
 			done <- err
 		}()
-		var out string
-		var err error
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) {
-			time.Sleep(300 * time.Millisecond)
-			if out, err = c.node("quantykube", "install", "store"); err != nil && strings.Contains(out, "another quantykube install or undo is running") {
-				break
-			}
-		}
+		c.EventuallyLocked(t, c.cp, "/var/lib/quantykube/install/store/lock", 20*time.Second)
+		out, err := c.node("quantykube", "install", "store")
 		if err == nil || !strings.Contains(out, "another quantykube install or undo is running") {
 			t.Fatalf("a second install was not refused: err %v\n%s", err, out)
 		}

@@ -55,15 +55,8 @@ func TestBadInput(t *testing.T) {
 			_, err := c.node(w, installArgs...)
 			done <- err
 		}()
-		var out string
-		var err error
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			time.Sleep(200 * time.Millisecond)
-			if out, err = c.node(w, installArgs...); err != nil && strings.Contains(out, "another quantykube install or undo is running") {
-				break
-			}
-		}
+		c.EventuallyLocked(t, w, "/var/lib/quantykube/install/runtime/lock", 30*time.Second)
+		out, err := c.node(w, installArgs...)
 		if e := <-done; e != nil {
 			t.Fatalf("the first install failed: %v", e)
 		}
