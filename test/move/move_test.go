@@ -175,9 +175,33 @@ func (c *cluster) podRuns(t *testing.T, name string) {
 	if _, err := c.cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.podGone(t, name) })
 	waitFor(t, "pod "+name+" Running", 3*time.Minute, func() bool {
 		p, err := c.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		return err == nil && p.Status.Phase == corev1.PodRunning
+	})
+}
+
+// podGone deletes a pod podRuns made and waits until it is gone: a bare
+// pod left on a node makes every later drain of it refuse (the operator's
+// e2e runs next on the same cluster).
+func (c *cluster) podGone(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry(func() error {
+		err := c.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		t.Errorf("delete pod %s: %v", name, err)
+		return
+	}
+	waitFor(t, "pod "+name+" gone", 2*time.Minute, func() bool {
+		_, err := c.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
 	})
 }
 
