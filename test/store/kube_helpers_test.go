@@ -51,7 +51,7 @@ func startKubeAPIServer(t *testing.T, bin string, s *server, eventTTL, compactio
 	}
 	writeKubeconfig(t, k.Kubeconfig, k.URL, p.CAFile, admin)
 	args := []string{
-		"--etcd-servers=" + s.ClientURL,
+		"--etcd-servers=" + etcdServers(s),
 		"--etcd-cafile=" + s.PKI.CAFile,
 		"--etcd-certfile=" + s.ClientPair.Cert,
 		"--etcd-keyfile=" + s.ClientPair.Key,
@@ -211,4 +211,14 @@ func eventually(ctx context.Context, timeout, interval time.Duration, cond func(
 		}
 		time.Sleep(interval)
 	}
+}
+
+// etcdServers is kube-apiserver's --etcd-servers for s: its client URL, or,
+// when s is a member of a cluster (QK_STORE_MEMBERS=3), every member's, as a
+// kubeadm control plane with stacked etcd is configured.
+func etcdServers(s *server) string {
+	if s.cluster == nil {
+		return s.ClientURL
+	}
+	return strings.Join(s.cluster.Endpoints(), ",")
 }

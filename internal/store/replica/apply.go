@@ -100,7 +100,7 @@ func (r *Replica) replayConf(e *raftpb.Entry) {
 	}
 	cc := &raftpb.ConfChange{}
 	if err := proto.Unmarshal(e.GetData(), cc); err == nil {
-		r.node.ApplyConfChange(cc)
+		r.confState = r.node.ApplyConfChange(cc)
 	}
 }
 
@@ -123,7 +123,11 @@ func (r *Replica) confUpdate(cc *raftpb.ConfChange, index uint64) (*mvcc.ConfUpd
 			u.Put, p.member = m, m
 		}
 	}
-	u.ConfState, _ = proto.Marshal(r.node.ApplyConfChange(cc))
+	// r.confState follows every applied conf change (etcd's apply loop
+	// does the same): the next raft snapshot records it, and a member that
+	// restarts from that snapshot gets its voters from it.
+	r.confState = r.node.ApplyConfChange(cc)
+	u.ConfState, _ = proto.Marshal(r.confState)
 	if cc.GetNodeId() == r.id && cc.GetType() != raftpb.ConfChangeRemoveNode && m != nil {
 		r.isLearner.Store(m.IsLearner)
 	}

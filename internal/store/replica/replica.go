@@ -48,7 +48,11 @@ type Replica struct {
 	applied   atomic.Uint64
 	isLearner atomic.Bool
 
-	// Owned by the run loop.
+	// Owned by the run loop. confState is raft's configuration as of the
+	// applied index (set by every applied or replayed conf change, a
+	// bootstrap, a restart and an installed snapshot); maybeSnapshot
+	// records it in each raft snapshot, so it must never be nil once a
+	// conf change was applied.
 	confState *raftpb.ConfState
 	snapIndex uint64
 	peers     map[types.ID]bool
