@@ -7,7 +7,7 @@
 #      test/store (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl) and the
 #      operator's reconciler tests against a real kube-apiserver + etcd, in one `go test`
 #   2. the Kubernetes storage suites (k8s.io/apiserver v0.37.2 etcd3 + cacher) against the store; then
-#      the 3-member store: test/store's etcdctl and kill -9 tests against member 1 of 3 (stage 1 runs
+#      the 3-member store: test/store's etcdctl, kill -9 and kube-apiserver tests on 3 members (stage 1 runs
 #      the TestCluster* tests: partition, leader kill, membership), and etcd's tests/robustness
 #      traffic (Kubernetes, EtcdPutDeleteLease) and validators with a member SIGKILLed every few seconds
 #   3. the kubeadm harness (scripts/kubeadm.sh, systemd-nspawn nodes): up twice in a row, and down
@@ -66,8 +66,8 @@ fi
 if want 2; then
   stage "2. Kubernetes storage suites against quantykube store"
   test/k8s-storage/run.sh --store-bin "$QK_STORE_BIN"
-  stage "2b. the replicated store: test/store against member 1 of 3, etcd's robustness traffic with a member killed every few seconds"
-  QK_STORE_MEMBERS=3 go test -count=1 -timeout 10m -run 'TestEtcdctl|TestKillNine$' ./test/store/
+  stage "2b. the replicated store: test/store on 3 members (etcdctl, kill -9, kube-apiserver on every endpoint), etcd's robustness traffic with a member killed every few seconds"
+  QK_STORE_MEMBERS=3 go test -count=1 -timeout 12m -run 'TestEtcdctl|TestKillNine$|TestKubeAPIServer$' ./test/store/
   test/robustness/run.sh --server store --bin "$QK_STORE_BIN"
 fi
 if want 3; then
