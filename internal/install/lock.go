@@ -30,13 +30,7 @@ func Lock(path string) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
 	}
-	deadline := time.Now().Add(lockRetry)
-	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	for errors.Is(err, unix.EWOULDBLOCK) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-	}
-	if err != nil {
+	if err := flockRetrying(f); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w (lock %s); wait for it to finish", ErrBusy, path)
@@ -56,15 +50,21 @@ func Busy(path string) bool {
 		return false
 	}
 	defer f.Close()
+	if err := flockRetrying(f); err != nil {
+		return errors.Is(err, unix.EWOULDBLOCK)
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
+}
+
+// flockRetrying takes f's exclusive flock, trying again for lockRetry while
+// it is taken; EWOULDBLOCK after that means a run holds it.
+func flockRetrying(f *os.File) error {
 	deadline := time.Now().Add(lockRetry)
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			unix.Flock(int(f.Fd()), unix.LOCK_UN)
-			return false
-		}
 		if !errors.Is(err, unix.EWOULDBLOCK) || !time.Now().Before(deadline) {
-			return errors.Is(err, unix.EWOULDBLOCK)
+			return err
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -95,18 +95,6 @@ func TestRecoverAfterCommitFinishes(t *testing.T) {
 	}
 }
 
-func TestLockRefusesSecondRun(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "lock")
-	release, err := Lock(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
-	if _, err := Lock(p); !errors.Is(err, ErrBusy) {
-		t.Fatalf("second lock: %v", err)
-	}
-}
-
 func TestFailureAfterCommitIsNotRolledBack(t *testing.T) {
 	r := newRunner(t)
 	var trace []string
