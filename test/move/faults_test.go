@@ -10,10 +10,10 @@ import (
 )
 
 var (
-	installSteps = []string{"copy", "verify", "stop-apiserver", "switch-apiserver", "catch-up", "verify-changes", "start-store", "apiserver-ready", "kubeadm-config"}
-	undoSteps    = []string{"kubeadm-config", "save-etcd", "copy-back", "stop-apiserver", "catch-up", "restore-apiserver", "stop-store"}
+	installSteps = []string{"copy", "verify", "stop-apiserver", "switch-apiserver", "catch-up", "verify-changes", "start-store", "apiserver-ready", "kubeadm-config", "leaders"}
+	undoSteps    = []string{"kubeadm-config", "save-etcd", "copy-back", "stop-apiserver", "catch-up", "restore-apiserver", "stop-store", "leaders"}
 	// afterCommit are the steps that follow a plan's commit step, by plan.
-	afterCommit = map[string]bool{"install:apiserver-ready": true, "install:kubeadm-config": true, "undo:stop-store": true}
+	afterCommit = map[string]bool{"install:apiserver-ready": true, "install:kubeadm-config": true, "install:leaders": true, "undo:stop-store": true, "undo:leaders": true}
 )
 
 // onStore reports where the API server's manifest points.

@@ -161,7 +161,7 @@ func TestUpgradeKeepsStore(t *testing.T) {
 	}
 	w.check(t)
 
-	c.mustNode(t, "quantykube", "undo", "store")
+	shortLifeUndo = undoDowntime(t, c.mustNode(t, "quantykube", "undo", "store"))
 	c.serving(t)
 	w = c.startWriter(t, "upgrade-on-etcd")
 	time.Sleep(2 * time.Second)
@@ -265,11 +265,17 @@ func TestPointedBackRefused(t *testing.T) {
 	c.serving(t)
 }
 
+// shortLifeUndo is the API-server downtime of an undo after a few minutes
+// on the store (TestUpgradeKeepsStore's), the reference TestUndoAfterLongLife
+// compares with: one move and undo fewer than measuring it again.
+var shortLifeUndo time.Duration
+
 // TestUndoAfterLongLife: undo's downtime does not grow with the time spent
-// on the store. A fresh move is undone; then a move on which
-// QK_MOVE_LONG_REVISIONS (default 500,000) revisions are written (etcd's
-// benchmark tool, straight to the store) is undone; both downtimes are
-// logged for docs/benchmarks.md (no timing assertion: shared machines).
+// on the store. A move on which QK_MOVE_LONG_REVISIONS (default 500,000)
+// revisions are written (etcd's benchmark tool, straight to the store) is
+// undone, and its downtime logged beside a short-lived move's undo
+// (shortLifeUndo; measured here when this test runs alone) for
+// docs/benchmarks.md (no timing assertion: shared machines).
 func TestUndoAfterLongLife(t *testing.T) {
 	c := setup(t)
 	bench := os.Getenv("QK_ETCD_BENCHMARK")
@@ -287,10 +293,13 @@ func TestUndoAfterLongLife(t *testing.T) {
 	c.serving(t)
 	defer c.settle(t)
 
-	c.mustNode(t, "quantykube", "install", "store")
-	c.serving(t)
-	fresh := undoDowntime(t, c.mustNode(t, "quantykube", "undo", "store"))
-	c.serving(t)
+	fresh := shortLifeUndo
+	if fresh == 0 {
+		c.mustNode(t, "quantykube", "install", "store")
+		c.serving(t)
+		fresh = undoDowntime(t, c.mustNode(t, "quantykube", "undo", "store"))
+		c.serving(t)
+	}
 
 	c.mustNode(t, "quantykube", "install", "store")
 	c.serving(t)
@@ -305,7 +314,7 @@ func TestUndoAfterLongLife(t *testing.T) {
 	long := undoDowntime(t, out)
 	c.serving(t)
 	t.Logf("undo store after %d revisions on the store:\n%s", lived, out)
-	t.Logf("UNDO DOWNTIME: fresh move %v; after %d revisions on the store %v (difference %v)", fresh, lived, long, (long - fresh).Round(time.Millisecond))
+	t.Logf("UNDO DOWNTIME: short-lived move %v; after %d revisions on the store %v (difference %v)", fresh, lived, long, (long - fresh).Round(time.Millisecond))
 	// The benchmark's one key (eight zero bytes) was copied into etcd with the rest; it is no object.
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -112,8 +113,9 @@ func runningAPIServers(ctx context.Context, endpoint string) (runtimeapi.Runtime
 }
 
 // removeAPIServerSandboxes stops and removes the kube-apiserver pod
-// sandboxes (their containers have exited), as kubelet's own cleanup would.
-func removeAPIServerSandboxes(ctx context.Context, rt runtimeapi.RuntimeServiceClient) {
+// sandboxes (their containers have exited), as kubelet's own cleanup would,
+// and returns the UIDs of their pods.
+func removeAPIServerSandboxes(ctx context.Context, rt runtimeapi.RuntimeServiceClient) []string {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := rt.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
@@ -121,9 +123,13 @@ func removeAPIServerSandboxes(ctx context.Context, rt runtimeapi.RuntimeServiceC
 	}})
 	if err != nil {
 		slog.Debug("list the old API server sandboxes", "err", err)
-		return
+		return nil
 	}
+	var uids []string
 	for _, sb := range resp.Items {
+		if sb.Metadata != nil && sb.Metadata.Uid != "" {
+			uids = append(uids, sb.Metadata.Uid)
+		}
 		// Best effort: kubelet cleans the sandbox up itself, only slower.
 		if _, err := rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
 			slog.Debug("stop the old API server sandbox", "id", sb.Id, "err", err)
@@ -132,6 +138,7 @@ func removeAPIServerSandboxes(ctx context.Context, rt runtimeapi.RuntimeServiceC
 			slog.Debug("remove the old API server sandbox", "id", sb.Id, "err", err)
 		}
 	}
+	return uids
 }
 
 // stopAPIServer removes the API server manifest from kubelet's directory
@@ -158,6 +165,7 @@ func (p Paths) stopAPIServer(ctx context.Context, saveTo string, port string) er
 	}
 	start := time.Now()
 	endpoint := p.criEndpoint()
+	var oldPods []string
 	err = wait.PollUntilContextTimeout(ctx, apiserverPoll, apiserverStopTimeout, true, func(ctx context.Context) (bool, error) {
 		ready := apiserverReady(ctx, port)
 		rt, ids, done, err := runningAPIServers(ctx, endpoint)
@@ -169,7 +177,7 @@ func (p Paths) stopAPIServer(ctx context.Context, saveTo string, port string) er
 			// kubelet starts a changed static pod of the same name only once
 			// the old pod is cleaned up, which it takes ~14 s to do by
 			// itself; removing the stopped sandbox now cuts that to ~1 s.
-			removeAPIServerSandboxes(ctx, rt)
+			oldPods = removeAPIServerSandboxes(ctx, rt)
 			return true, nil
 		}
 		if time.Since(start) > apiserverStopGrace {
@@ -184,7 +192,57 @@ func (p Paths) stopAPIServer(ctx context.Context, saveTo string, port string) er
 	if wait.Interrupted(err) && ctx.Err() == nil {
 		return fmt.Errorf("the API server is still running %v after its manifest was removed", apiserverStopTimeout)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	p.waitPodsForgotten(ctx, oldPods)
+	return nil
+}
+
+// podForgetTimeout bounds waitPodsForgotten: past it kubelet starts the new
+// pod after its back-off anyway, only later.
+const podForgetTimeout = 30 * time.Second
+
+// waitPodsForgotten waits until kubelet is done with the old API server
+// pods. kubelet starts a static pod only once the pod worker of the one it
+// replaces (same name) has finished; one it sees before that is put back
+// for the pod workers' back-off (10–15 s): measured here, a manifest
+// written 0.4 s after the old sandbox was removed started its pod 10.7 s
+// later. The last thing kubelet does for a finished pod is remove its pod
+// cgroup (kubelet's syncTerminatedPod), so that is what is waited for.
+// Best effort: on timeout the move goes on.
+func (p Paths) waitPodsForgotten(ctx context.Context, uids []string) {
+	if len(uids) == 0 {
+		return
+	}
+	err := wait.PollUntilContextTimeout(ctx, apiserverPoll, podForgetTimeout, true, func(context.Context) (bool, error) {
+		for _, uid := range uids {
+			if podCgroupExists(p.CgroupRoot, uid) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		slog.Info("kubelet still holds the old API server pod; it will start the new one after its back-off", "pods", uids, "err", err)
+	}
+}
+
+// podCgroupExists reports whether kubelet's cgroup of pod uid exists under
+// root (/sys/fs/cgroup): cgroup v1 or v2, cgroupfs or systemd driver,
+// any QoS class (kubepods/burstable/pod<uid>,
+// kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice).
+func podCgroupExists(root, uid string) bool {
+	for _, id := range []string{uid, strings.ReplaceAll(uid, "-", "_")} {
+		for _, controller := range []string{"", "/*"} {
+			for _, qos := range []string{"", "/*"} {
+				if m, _ := filepath.Glob(root + controller + "/kubepods*" + qos + "/*pod" + id + "*"); len(m) > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // startAPIServer puts manifest into kubelet's directory atomically and waits

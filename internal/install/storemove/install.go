@@ -185,6 +185,7 @@ func (m *Mover) installPlan() *install.Plan {
 			Do: m.apiserverReadyDo},
 		{Name: "kubeadm-config", Impact: "none: kubeadm's ClusterConfiguration names the store as external etcd, so kubeadm upgrade keeps the API server on it",
 			Do: m.recordStoreDo},
+		m.leadersStep(),
 	}}
 }
 
@@ -199,6 +200,11 @@ func (m *Mover) copyDo(ctx context.Context) error {
 	if m.store, err = mvcc.Open(m.Paths.DataDir, mvcc.Options{Logger: m.Log}); err != nil {
 		return err
 	}
+	// The unit is written now, while nothing is down, so that start-store
+	// only starts it; copyUndo removes it again.
+	if err := m.writeStoreUnit(ctx); err != nil {
+		return err
+	}
 	m.copier = &Copier{Etcd: m.etcd, Store: m.store, Log: m.Log}
 	if m.copyStats, err = m.copier.Bulk(ctx); err != nil {
 		return err
@@ -211,9 +217,12 @@ func (m *Mover) copyDo(ctx context.Context) error {
 	return nil
 }
 
-// copyUndo throws the copy away: etcd stays the source of truth.
+// copyUndo throws the copy and the unit away: etcd stays the source of truth.
 func (m *Mover) copyUndo(ctx context.Context) error {
 	m.closeAll()
+	if err := m.removeUnit(ctx); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(m.Paths.DataDir); err != nil {
 		return fmt.Errorf("remove %s: %w", m.Paths.DataDir, err)
 	}
@@ -343,16 +352,32 @@ WantedBy=multi-user.target
 `, p.Binary, name, p.DataDir, StoreURL, StoreURL, StoreMetricsURL, p.serverCert(), p.serverKey(), p.etcdCA())}
 }
 
+// startStoreDo starts the unit copyDo wrote: inside the API server's
+// downtime only a start, no reload (the unit is enabled once the API
+// server serves, by apiserverReadyDo).
 func (m *Mover) startStoreDo(ctx context.Context) error {
 	// The unit opens the data dir: release it here first.
 	m.closeAll()
-	if err := installBinary(m.Paths.Binary); err != nil {
+	if err := m.writeStoreUnit(ctx); err != nil { // a rerun after a crash: cheap when written
 		return err
 	}
-	if err := systemd.Install(ctx, m.storeUnit()); err != nil {
+	if err := systemd.Start(ctx, UnitName); err != nil {
 		return err
 	}
 	return m.waitStore(ctx)
+}
+
+// writeStoreUnit puts the store's binary and unit on the node, neither
+// enabled nor started; idempotent, and cheap once done.
+func (m *Mover) writeStoreUnit(ctx context.Context) error {
+	if err := installBinary(m.Paths.Binary); err != nil {
+		return err
+	}
+	u := m.storeUnit()
+	if cur, err := os.ReadFile(u.Path()); err == nil && string(cur) == u.Content {
+		return nil
+	}
+	return systemd.Write(ctx, u)
 }
 
 // waitStore waits until the store's unit answers (at m.finalRev when set).
@@ -407,7 +432,8 @@ func (m *Mover) switchDo(ctx context.Context) error {
 	return staticpod.WriteAtomic(m.Paths.apiserverManifest(), next, 0o600)
 }
 
-// apiserverReadyDo waits until the API server answers on the store.
+// apiserverReadyDo waits until the API server answers on the store, then
+// enables the store's unit (it starts at boot from here on).
 func (m *Mover) apiserverReadyDo(ctx context.Context) error {
 	if err := waitReady(ctx, m.port, m.ReadyTimeout); err != nil {
 		return err
@@ -416,7 +442,7 @@ func (m *Mover) apiserverReadyDo(ctx context.Context) error {
 		m.Downtime = time.Since(m.stopped)
 		fmt.Fprintf(m.Out, "  API-server downtime: %v\n", m.Downtime.Round(time.Millisecond))
 	}
-	return nil
+	return systemd.Enable(ctx, UnitName)
 }
 
 // installBinary copies the running executable to path (atomically) unless

@@ -27,6 +27,7 @@ type Paths struct {
 	Binary     string // where the store's binary is installed for its unit
 	KubeletCfg string // kubelet's configuration (for the CRI endpoint)
 	Kubeconfig string // kubeadm's admin kubeconfig (to edit kubeadm-config)
+	CgroupRoot string // where kubelet's pod cgroups are (to see it finish a pod)
 }
 
 // DefaultPaths are kubeadm's and QuantyKube's defaults.
@@ -39,6 +40,7 @@ func DefaultPaths() Paths {
 		Binary:     "/usr/local/bin/quantykube",
 		KubeletCfg: "/var/lib/kubelet/config.yaml",
 		Kubeconfig: "/etc/kubernetes/admin.conf",
+		CgroupRoot: "/sys/fs/cgroup",
 	}
 }
 

@@ -79,6 +79,7 @@ func (m *Mover) reattachPlan() *install.Plan {
 			Do: m.reattachSwitchDo},
 		{Name: "kubeadm-config", Impact: "none: kubeadm's ClusterConfiguration names the store as external etcd",
 			Do: m.recordStoreDo},
+		m.leadersStep(),
 	}}
 }
 

@@ -53,6 +53,7 @@ func (m *Mover) undoPlan() *install.Plan {
 			Do: m.restoreDo, Undo: m.restoreUndo},
 		{Name: "stop-store", Impact: "none: the quantykube-store unit stops and is disabled; its data stays for inspection",
 			Do: m.removeUnit},
+		m.leadersStep(),
 	}}
 }
 

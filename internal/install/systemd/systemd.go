@@ -47,6 +47,16 @@ func Available(ctx context.Context) error {
 // Install writes the unit atomically, reloads systemd, and enables and
 // starts the unit. It is idempotent.
 func Install(ctx context.Context, u Unit) error {
+	if err := Write(ctx, u); err != nil {
+		return err
+	}
+	return systemctl(ctx, "enable", "--now", u.Name+".service")
+}
+
+// Write writes the unit atomically and reloads systemd, leaving it neither
+// enabled nor started: Start and Enable then cost no reload (a second or
+// more on a loaded node) where time counts. Idempotent.
+func Write(ctx context.Context, u Unit) error {
 	tmp := u.Path() + ".tmp"
 	if err := os.WriteFile(tmp, []byte(u.Content), 0o644); err != nil {
 		return fmt.Errorf("write unit %s: %w", u.Path(), err)
@@ -54,10 +64,17 @@ func Install(ctx context.Context, u Unit) error {
 	if err := os.Rename(tmp, u.Path()); err != nil {
 		return fmt.Errorf("install unit %s: %w", u.Path(), err)
 	}
-	if err := systemctl(ctx, "daemon-reload"); err != nil {
-		return err
-	}
-	return systemctl(ctx, "enable", "--now", u.Name+".service")
+	return systemctl(ctx, "daemon-reload")
+}
+
+// Start starts a written unit (no reload, not enabled).
+func Start(ctx context.Context, name string) error {
+	return systemctl(ctx, "start", name+".service")
+}
+
+// Enable makes a written unit start at boot; it does not start it.
+func Enable(ctx context.Context, name string) error {
+	return systemctl(ctx, "enable", name+".service")
 }
 
 // Remove stops and disables the unit and deletes its file. Idempotent: a
