@@ -16,7 +16,7 @@
 
 cmd_node() {
 	[[ -f $QK_STATE/kubeconfig ]] || die "no cluster: run 'scripts/kubeadm.sh up --workers 1' first"
-	local cp=$QK_CLUSTER-cp1 w=$QK_CLUSTER-w1 bin=$QK_CACHE/kubeadm/tools/quantykube etcdctl
+	local cp=$QK_CLUSTER-cp1 w=$QK_CLUSTER-w1 bin=$QK_STATE/quantykube etcdctl
 	[[ -d $(node_dir "$cp") ]] || die "no control-plane node $cp in $QK_STATE"
 	[[ -d $(node_dir "$w") ]] || die "no worker $w in $QK_STATE: run 'scripts/kubeadm.sh up --workers 1'"
 	(cd "$QK_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./cmd/quantykube && mv "$bin.tmp" "$bin") || die "go build ./cmd/quantykube failed"
