@@ -52,6 +52,9 @@ func setup(t *testing.T) *cluster {
 	}
 	sort.Slice(c.cps, func(i, j int) bool { return c.cps[i].name < c.cps[j].name })
 	if len(c.cps) < 3 {
+		if os.Getenv("QK_HA_REQUIRED") == "true" {
+			t.Fatalf("%d control planes; this test wants 3 (scripts/kubeadm.sh up --control-planes 3)", len(c.cps))
+		}
 		t.Skipf("%d control planes; this test wants 3 (scripts/kubeadm.sh up --control-planes 3)", len(c.cps))
 	}
 	t.Logf("API through %s (%s); control planes %v", lb, c.cfg.Host, names(c.cps))

@@ -116,9 +116,11 @@ kubeadm_init() {
 	ip=$(cat "$(node_dir "$n")/ip")
 	endpoint=$ip
 	sans="\"$ip\", \"127.0.0.1\", \"localhost\""
+	local timeouts=""
 	if lb_wanted; then
 		endpoint=$(lb_ip)
 		sans+=", \"$(lb_ip)\""
+		timeouts=$'\n'$(ha_timeouts)
 	fi
 	node_exec "$n" mkdir -p /etc/kubernetes/qk-patches
 	node_exec "$n" sh -c 'cat >/etc/kubernetes/qk-patches/kube-apiserver+strategic.yaml' <<EOF2
@@ -145,7 +147,7 @@ nodeRegistration:
   - name: node-ip
     value: "$ip"
 patches:
-  directory: /etc/kubernetes/qk-patches
+  directory: /etc/kubernetes/qk-patches$timeouts
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
@@ -180,6 +182,17 @@ EOF2
 	node_exec "$n" kubeadm init "${args[@]}" >"$(node_dir "$n")/kubeadm.log" 2>&1 ||
 		die "kubeadm init on $n failed; last lines of $(node_dir "$n")/kubeadm.log:
 $(tail -n 15 "$(node_dir "$n")/kubeadm.log")"
+}
+
+# ha_timeouts: kubeadm's timeouts for a cluster behind the load balancer.
+# Its API calls go through the LB, which sends nothing to an API server
+# before its /readyz passes (later than the first requests it could serve),
+# and a joining control plane waits for its new etcd member to start and be
+# promoted: kubeadm's 1 min (API) and 2 min (etcd) failed on a machine
+# loaded by other clusters (init: "could not bootstrap the admin user ...
+# would exceed context deadline"; join: "the etcd member ... is not started").
+ha_timeouts() {
+	printf '%s\n' "timeouts:" "  kubernetesAPICall: 4m0s" "  etcdAPICall: 5m0s"
 }
 
 # kubelet_configuration: the KubeletConfiguration of every node (kubeadm
@@ -222,7 +235,8 @@ kubeadm_join() {
   certificateKey: \"$3\"
   localAPIEndpoint:
     advertiseAddress: $ip
-    bindPort: 6443"
+    bindPort: 6443
+$(ha_timeouts)"
 	fi
 	node_exec "$n" sh -c 'mkdir -p /etc/kubernetes && cat >/etc/kubernetes/qk-kubeadm.yaml' <<EOF2
 apiVersion: kubeadm.k8s.io/v1beta4
