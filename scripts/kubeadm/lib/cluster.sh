@@ -27,6 +27,7 @@ cmd_up() {
 	log "artifacts and template ready in $((SECONDS - t0))s"
 
 	host_register
+	if lb_wanted; then mapfile -t -O "${#QK_SYSCTLS[@]}" QK_SYSCTLS < <(ha_sysctls); fi
 	set_sysctls
 	mount_nspawn_run
 	net_up
