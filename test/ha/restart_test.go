@@ -46,9 +46,10 @@ func TestAPIServersRestartOneAtATime(t *testing.T) {
 	// A quiet stretch before and after: the figures of an undisturbed API to
 	// compare with (a measured period, not a wait for a condition).
 	time.Sleep(3 * time.Second)
+	var spans []span
 	for round := 1; round <= rounds(t); round++ {
 		for _, cp := range c.cps {
-			c.restart(t, cp)
+			spans = append(spans, c.restart(t, cp))
 		}
 	}
 	time.Sleep(3 * time.Second)
@@ -56,6 +57,7 @@ func TestAPIServersRestartOneAtATime(t *testing.T) {
 	t.Logf("availability through %s while %d API servers restarted one at a time (%d round(s)), %v:", c.lb, len(c.cps), rounds(t), a.Duration.Round(time.Millisecond))
 	t.Log(a.Reads)
 	t.Log(a.Writes)
+	t.Logf("the longest read gap ended %s; the longest write gap %s", during(spans, a.Reads.GapEnd), during(spans, a.Writes.GapEnd))
 	t.Log(verdict(a))
 	limit := maxGap(t)
 	for _, s := range []harness.Series{a.Reads, a.Writes} {
@@ -77,10 +79,27 @@ func verdict(a harness.Availability) string {
 	return part(a.Reads) + "; " + part(a.Writes)
 }
 
+// span is one API server's restart: from its manifest moved out to its
+// server UP in the load balancer again.
+type span struct {
+	cp         string
+	start, end time.Time
+}
+
+// during names the restart that was under way at instant at, if any.
+func during(spans []span, at time.Time) string {
+	for _, s := range spans {
+		if !at.Before(s.start) && !at.After(s.end) {
+			return fmt.Sprintf("during %s's restart (+%v into it)", s.cp, at.Sub(s.start).Round(time.Millisecond))
+		}
+	}
+	return "outside every restart"
+}
+
 // restart stops cp's API server (its manifest moved out of the manifests
 // directory), waits until it is gone, puts the manifest back and waits until
 // it is ready and back in the load balancer's rotation; it logs each step's time.
-func (c *cluster) restart(t *testing.T, cp controlCP) {
+func (c *cluster) restart(t *testing.T, cp controlCP) span {
 	t.Helper()
 	t.Cleanup(func() { _, _ = c.Exec(cp.name, "sh", "-c", "test -e "+parked+" && mv "+parked+" "+manifest) })
 	t0 := time.Now()
@@ -112,6 +131,7 @@ func (c *cluster) restart(t *testing.T, cp controlCP) {
 	})
 	t.Logf("%s: out of the LB's rotation after %v, stopped after %v; ready %v after its manifest came back, UP in the LB %v later",
 		cp.name, lbOut.Round(time.Millisecond), stopped.Round(time.Millisecond), ready.Round(time.Millisecond), (time.Since(t1) - ready).Round(time.Millisecond))
+	return span{cp: cp.name, start: t0, end: time.Now()}
 }
 
 // eventuallyServing waits until cp's API server is ready and UP in the LB.
