@@ -4,20 +4,26 @@
 # root-filesystem template through an overlay, with its own address on a
 # private host bridge; containerd and kubelet run inside as systemd units.
 #
-#   scripts/kubeadm.sh up [--workers N]   build what is missing (cached), boot, kubeadm init/join, wait Ready
+#   scripts/kubeadm.sh up [--control-planes N] [--workers N]
+#                                         build what is missing (cached), boot, kubeadm init/join, wait Ready;
+#                                         N control planes (1, or odd: 3) with stacked etcd; more than one
+#                                         puts HAProxy in front of them on node QK_CLUSTER-lb (kubeadm's HA guide)
 #   scripts/kubeadm.sh down               remove everything up made (idempotent, safe after a crash)
 #   scripts/kubeadm.sh exec NODE CMD...   run CMD as root in all of NODE's namespaces
 #   scripts/kubeadm.sh smoke              kubectl get nodes, a pod on each node, exec and logs
 #   scripts/kubeadm.sh load N             N objects (ConfigMaps, Secrets, namespaces) + Deployments on every node
 #   scripts/kubeadm.sh selftest           snapshot the host, up, smoke, down, compare the host with the snapshot
 #   scripts/kubeadm.sh build              only build binaries, images and the node template (cached)
-#   scripts/kubeadm.sh status             nodes of the running cluster and how to reach it
+#   scripts/kubeadm.sh status             nodes of the running cluster (the load balancer and its view of the
+#                                         API servers too) and how to reach it
 #   scripts/kubeadm.sh free-slot          `export ...` lines of the lowest free slot (QK_SLOT=0..7)
 #   scripts/kubeadm.sh move               the datastore moved onto quantykube store and back, with faults (test/move)
 #   scripts/kubeadm.sh node               a node's runtime moved onto quantykube runtime and back, with faults (test/noderuntime)
 #   scripts/kubeadm.sh e2e                the operator moves the store and a worker and back, killed at every
 #                                         step; then a worker that cannot finish (test/e2e; needs up --workers 1)
 #   scripts/kubeadm.sh demo               up (if no cluster), then the operator's move and undo, readable
+#   scripts/kubeadm.sh ha                 API availability through the load balancer while each API server
+#                                         restarts in turn (test/ha; needs up --control-planes 3)
 #
 # Parameters are environment variables (see scripts/kubeadm/lib/common.sh):
 # QK_CLUSTER, QK_BRIDGE, QK_NODE_NET, QK_POD_NET, QK_CONTROL_PLANES, QK_WORKERS,
@@ -26,7 +32,7 @@
 set -euo pipefail
 
 lib=$(cd "$(dirname "${BASH_SOURCE[0]}")/kubeadm/lib" && pwd)
-for f in common host net registry template node artifacts cluster down smoke load e2e selftest move noderuntime; do
+for f in common host net registry template lb node artifacts cluster down smoke load e2e selftest move noderuntime ha; do
 	# shellcheck source=/dev/null
 	source "$lib/$f.sh"
 done
@@ -42,7 +48,9 @@ main() {
 			case $1 in
 			--workers) [[ ${2:-} =~ ^[0-9]+$ ]] || die "--workers needs a number, e.g. --workers 1"; QK_WORKERS=$2; shift 2 ;;
 			--workers=*) QK_WORKERS=${1#*=}; [[ $QK_WORKERS =~ ^[0-9]+$ ]] || die "--workers needs a number, e.g. --workers=1"; shift ;;
-			*) die "up: unknown argument '$1'; usage: scripts/kubeadm.sh up [--workers N]" ;;
+			--control-planes) [[ ${2:-} =~ ^[0-9]+$ ]] || die "--control-planes needs a number, e.g. --control-planes 3"; check_control_planes "$2"; QK_CONTROL_PLANES=$2; shift 2 ;;
+			--control-planes=*) QK_CONTROL_PLANES=${1#*=}; [[ $QK_CONTROL_PLANES =~ ^[0-9]+$ ]] || die "--control-planes needs a number, e.g. --control-planes=3"; check_control_planes "$QK_CONTROL_PLANES"; shift ;;
+			*) die "up: unknown argument '$1'; usage: scripts/kubeadm.sh up [--control-planes N] [--workers N]" ;;
 			esac
 		done
 		cmd_up ;;
@@ -68,6 +76,7 @@ main() {
 	node) cmd_node ;;
 	e2e) cmd_e2e ;;
 	demo) cmd_demo ;;
+	ha) cmd_ha ;;
 	-h | --help | help) usage ;;
 	"") usage >&2; exit 2 ;;
 	*) die "unknown subcommand '$cmd'; run 'scripts/kubeadm.sh help'" ;;

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# down_test.sh [plain|crash|twice]: `down` leaves the host as it found it.
+# down_test.sh [plain|ha|crash|twice]: `down` leaves the host as it found it.
 #
 #   plain (default)  snapshot the host; up; smoke; down; snapshot; compare
+#   ha               the same with up --control-planes 3 --workers 1 (a load
+#                    balancer node, three control planes; QK_HA_TEST=1 runs
+#                    `scripts/kubeadm.sh ha` between smoke and down)
 #   crash            snapshot; start up, kill -9 it (its whole process group)
 #                    once a node has booted; down; snapshot; compare
 #   twice            snapshot; up; up again; smoke; down; snapshot; compare
@@ -33,6 +36,11 @@ plain)
 	step "up" "$kubeadm_sh" up
 	step "smoke" "$kubeadm_sh" smoke
 	;;
+ha)
+	step "up --control-planes 3 --workers 1" "$kubeadm_sh" up --control-planes 3 --workers 1
+	step "smoke" "$kubeadm_sh" smoke
+	if [[ ${QK_HA_TEST:-} == 1 ]]; then step "ha (API servers restarted one at a time)" "$kubeadm_sh" ha; fi
+	;;
 twice)
 	step "up" "$kubeadm_sh" up
 	step "up again over a running cluster" "$kubeadm_sh" up
@@ -50,7 +58,7 @@ crash)
 	echo "killed up (pid $up_pid) after: $(tail -n 1 "$tmp/up.log")"
 	step "up was killed with nodes running" booted
 	;;
-*) echo "usage: test/kubeadm/down_test.sh [plain|crash|twice]" >&2; exit 2 ;;
+*) echo "usage: test/kubeadm/down_test.sh [plain|ha|crash|twice]" >&2; exit 2 ;;
 esac
 
 step "down" "$kubeadm_sh" down

@@ -10,7 +10,7 @@ kubectl_qk() { kubectl --kubeconfig "$QK_STATE/kubeconfig" "$@"; }
 
 cmd_up() {
 	require_host
-	((QK_CONTROL_PLANES >= 1)) || die "QK_CONTROL_PLANES must be at least 1"
+	check_control_planes "$QK_CONTROL_PLANES"
 	((QK_CONTROL_PLANES + QK_WORKERS <= 200)) || die "at most 200 nodes fit in $QK_NODE_NET.0/24 as laid out; use fewer"
 	install_prereqs
 	if [[ -d $QK_STATE ]]; then
@@ -23,9 +23,11 @@ cmd_up() {
 	local t0=$SECONDS
 	ensure_template
 	ensure_artifacts
+	if lb_wanted; then ensure_lb_template; fi
 	log "artifacts and template ready in $((SECONDS - t0))s"
 
 	host_register
+	if lb_wanted; then mapfile -t -O "${#QK_SYSCTLS[@]}" QK_SYSCTLS < <(ha_sysctls); fi
 	set_sysctls
 	mount_nspawn_run
 	net_up
@@ -34,12 +36,14 @@ cmd_up() {
 		--bind-ro="${QK_BIN[crictl]}:/usr/bin/crictl" --bind-ro="$QK_STATE/images:/opt/quantykube/images")
 	local names k=0 n
 	mapfile -t names < <(node_names)
+	if lb_wanted; then lb_boot; fi
 	for n in "${names[@]}"; do
 		node_boot "$n" "$k"
 		k=$((k + 1))
 	done
 	for n in "${names[@]}"; do node_wait_booted "$n"; done
-	log "nodes booted: ${names[*]}"
+	if lb_wanted; then lb_wait; fi
+	log "nodes booted: ${names[*]}$(lb_wanted && echo " and the load balancer $(lb_name) ($(lb_ip):$QK_LB_PORT)")"
 	run_per_node import "${names[@]}"
 	log "images imported"
 
@@ -50,9 +54,20 @@ cmd_up() {
 	kubeadm_init "$cp1" "$token" "$cert_key"
 	node_exec "$cp1" cat /etc/kubernetes/admin.conf >"$QK_STATE/kubeconfig.tmp" && mv "$QK_STATE/kubeconfig.tmp" "$QK_STATE/kubeconfig"
 	log "kubeadm init done on $cp1"
-	QK_JOIN_TOKEN=$token QK_JOIN_CERT_KEY=$cert_key run_per_node join "${names[@]:1}"
+	# Control planes join one at a time (each adds an etcd member, and etcd
+	# takes one learner at a time); workers at once.
+	for n in "${names[@]:1:QK_CONTROL_PLANES-1}"; do
+		kubeadm_join "$n" "$token" "$cert_key"
+		log "kubeadm join done on $n (control plane)"
+	done
+	QK_JOIN_TOKEN=$token QK_JOIN_CERT_KEY=$cert_key run_per_node join "${names[@]:QK_CONTROL_PLANES}"
 	log "kubeadm join done"
 	wait_cluster_ready "${#names[@]}"
+	if lb_wanted; then
+		wait_for "$QK_WAIT" "every API server UP behind $(lb_name)" lb_all_up "$(lb_name)" "$QK_CONTROL_PLANES" ||
+			die "the load balancer does not see every API server ready: $(lb_servers "$(lb_name)" | tr '\n' ' ')"
+		log "the load balancer $(lb_name) sees $QK_CONTROL_PLANES API servers UP"
+	fi
 	deploy_hello "${names[@]}"
 	rm -f "$QK_STATE/up.pid"
 	log "up: ${#names[@]} nodes Ready in $((SECONDS - t0))s"
@@ -85,10 +100,29 @@ run_per_node() {
 
 node_role() { [[ $1 == "$QK_CLUSTER"-cp* ]] && echo control-plane || echo worker; }
 
-# kubeadm_init NODE TOKEN CERTKEY: kubeadm init on the first control-plane node.
+# check_control_planes N: N is a control-plane count this harness makes:
+# 1, or an odd number (stacked etcd keeps quorum through one failure only
+# with 3; an even count adds a member and no fault tolerance).
+check_control_planes() {
+	[[ $1 =~ ^[0-9]+$ ]] || die "--control-planes needs a number, e.g. --control-planes 3"
+	(($1 >= 1)) || die "--control-planes $1: at least 1 control plane is needed; use 1 or 3"
+	(($1 == 1 || $1 % 2 == 1)) || die "--control-planes $1: stacked etcd wants an odd number of members (an even one tolerates no more failures than one fewer); use $(($1 - 1)) or $(($1 + 1))"
+}
+
+# kubeadm_init NODE TOKEN CERTKEY: kubeadm init on the first control-plane
+# node. The controlPlaneEndpoint is the node itself, or the load balancer
+# when there is one (more than one control plane).
 kubeadm_init() {
-	local n=$1 ip
+	local n=$1 ip endpoint sans
 	ip=$(cat "$(node_dir "$n")/ip")
+	endpoint=$ip
+	sans="\"$ip\", \"127.0.0.1\", \"localhost\""
+	local timeouts=""
+	if lb_wanted; then
+		endpoint=$(lb_ip)
+		sans+=", \"$(lb_ip)\""
+		timeouts=$'\n'$(ha_timeouts)
+	fi
 	node_exec "$n" mkdir -p /etc/kubernetes/qk-patches
 	node_exec "$n" sh -c 'cat >/etc/kubernetes/qk-patches/kube-apiserver+strategic.yaml' <<EOF2
 # kube-apiserver hangs on SIGTERM until killed: stop it in 3 s, not 30.
@@ -114,13 +148,13 @@ nodeRegistration:
   - name: node-ip
     value: "$ip"
 patches:
-  directory: /etc/kubernetes/qk-patches
+  directory: /etc/kubernetes/qk-patches$timeouts
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
 clusterName: $QK_CLUSTER
 kubernetesVersion: $QK_K8S_VERSION
-controlPlaneEndpoint: "$ip:6443"
+controlPlaneEndpoint: "$endpoint:6443"
 networking:
   podSubnet: $QK_POD_NET.0.0/16
   serviceSubnet: $QK_SERVICE_SUBNET
@@ -128,7 +162,7 @@ etcd:
   local:
     imageTag: "$QK_ETCD_VERSION"
 apiServer:
-  certSANs: ["$ip", "127.0.0.1", "localhost"]
+  certSANs: [$sans]
   extraArgs:
   - name: shutdown-watch-termination-grace-period
     value: 2s
@@ -149,6 +183,17 @@ EOF2
 	node_exec "$n" kubeadm init "${args[@]}" >"$(node_dir "$n")/kubeadm.log" 2>&1 ||
 		die "kubeadm init on $n failed; last lines of $(node_dir "$n")/kubeadm.log:
 $(tail -n 15 "$(node_dir "$n")/kubeadm.log")"
+}
+
+# ha_timeouts: kubeadm's timeouts for a cluster behind the load balancer.
+# Its API calls go through the LB, which sends nothing to an API server
+# before its /readyz passes (later than the first requests it could serve),
+# and a joining control plane waits for its new etcd member to start and be
+# promoted: kubeadm's 1 min (API) and 2 min (etcd) failed on a machine
+# loaded by other clusters (init: "could not bootstrap the admin user ...
+# would exceed context deadline"; join: "the etcd member ... is not started").
+ha_timeouts() {
+	printf '%s\n' "timeouts:" "  kubernetesAPICall: 4m0s" "  etcdAPICall: 5m0s"
 }
 
 # kubelet_configuration: the KubeletConfiguration of every node (kubeadm
@@ -179,17 +224,20 @@ EOF2
 }
 
 # kubeadm_join NODE TOKEN CERTKEY: join NODE as a worker, or as a control
-# plane when its name says so (certificates come from the kubeadm-certs Secret).
+# plane when its name says so (certificates come from the kubeadm-certs Secret),
+# through the load balancer when there is one.
 kubeadm_join() {
 	local n=$1 ip cp_ip cp_part=""
 	ip=$(cat "$(node_dir "$n")/ip")
 	cp_ip=$(cat "$(node_dir "$QK_CLUSTER-cp1")/ip")
+	if lb_wanted; then cp_ip=$(lb_ip); fi
 	if [[ $(node_role "$n") == control-plane ]]; then
 		cp_part="controlPlane:
   certificateKey: \"$3\"
   localAPIEndpoint:
     advertiseAddress: $ip
-    bindPort: 6443"
+    bindPort: 6443
+$(ha_timeouts)"
 	fi
 	node_exec "$n" sh -c 'mkdir -p /etc/kubernetes && cat >/etc/kubernetes/qk-kubeadm.yaml' <<EOF2
 apiVersion: kubeadm.k8s.io/v1beta4
@@ -309,7 +357,13 @@ cmd_status() {
 	echo "state: $QK_STATE"
 	local n
 	for n in $(state_nodes); do
-		printf '%-16s %-15s %s\n' "$n" "$(cat "$(node_dir "$n")/ip" 2>/dev/null)" "$(node_leader "$n" >/dev/null && echo running || echo stopped)"
+		printf '%-16s %-15s %s\n' "$n" "$(cat "$(node_dir "$n")/ip" 2>/dev/null)" "$(node_leader "$n" >/dev/null && echo running || echo stopped)$(is_lb "$n" && echo ", load balancer on :$QK_LB_PORT")"
+	done
+	for n in $(state_nodes); do
+		is_lb "$n" || continue
+		echo "API servers behind $n (haproxy):"
+		lb_servers "$n" | sed 's/^/  /'
+		echo "API endpoint (kubeconfig): $(kubectl_qk config view -o jsonpath='{.clusters[0].cluster.server}')"
 	done
 	kubectl_qk get nodes -o wide
 	echo "export KUBECONFIG=$QK_STATE/kubeconfig"

@@ -44,6 +44,7 @@ e2e_refresh_image() {
 	[[ $before == "$after" ]] && return 0
 	log "e2e: the working tree changed since 'up': $QK_QUANTYKUBE_IMAGE rebuilt, loaded into every node and the registry"
 	for n in $(state_nodes); do
+		is_lb "$n" && continue
 		node_exec "$n" ctr -n k8s.io images import /opt/quantykube/images/quantykube.tar >/dev/null || die "importing quantykube.tar into $n failed"
 	done
 	registry_down

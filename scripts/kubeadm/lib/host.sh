@@ -35,6 +35,21 @@ busybox_is_static() { ! LC_ALL=C ldd /bin/busybox >/dev/null 2>&1; }
 QK_SYSCTLS=(vm.overcommit_memory=1 vm.panic_on_oom=0 kernel.panic=10 kernel.panic_on_oops=1
 	kernel.keys.root_maxkeys=1000000 kernel.keys.root_maxbytes=25000000)
 
+# ha_sysctls prints the inotify limits a cluster behind a load balancer
+# raises, each only when the host's is lower: systemd, journald, kubelet and
+# containerd of every node take inotify instances from the one root user's
+# limit (fs.inotify.max_user_instances, 128 by default), and a third cluster
+# on this host ran out ("Too many open files" in systemd-networkd-wait-online,
+# the node never finished booting). Recorded and restored like QK_SYSCTLS.
+# (Kind raises the same two.)
+ha_sysctls() {
+	local kv
+	for kv in fs.inotify.max_user_instances=8192 fs.inotify.max_user_watches=524288; do
+		(($(sysctl -n "${kv%%=*}") < ${kv#*=})) && echo "$kv"
+	done
+	return 0
+}
+
 # Host-wide changes (the sysctls, the tmpfs on /run/systemd/nspawn) are shared
 # by every cluster on the host (other QK_STATE dirs). They are recorded once in
 # QK_HOSTREG, with one registration file per cluster in QK_HOSTREG/clusters;

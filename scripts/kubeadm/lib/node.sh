@@ -104,6 +104,7 @@ EOF2
 		echo "127.0.0.1 localhost"
 		j=0
 		for n in $(node_names); do echo "$(node_ip "$j") $n"; j=$((j + 1)); done
+		if lb_wanted; then echo "$(lb_ip) $(lb_name)"; fi
 	} | node_write "$name" /etc/hosts
 	echo "nameserver $QK_NODE_NET.1" | node_write "$name" /etc/resolv.conf
 	node_write "$name" /etc/cni/net.d/10-quantykube.conflist <<EOF2

@@ -20,6 +20,7 @@ cmd_smoke() {
 	for n in "${nodes[@]}"; do
 		check "node $n Ready" nodes_named_ready "$n"
 	done
+	smoke_lb
 	marker=smoke-$(rand_lower 8)
 	{
 		for n in "${nodes[@]}"; do smoke_pod "$n" "$marker"; echo "---"; done
@@ -40,6 +41,19 @@ cmd_smoke() {
 	kubectl_qk delete pod,service -l quantykube.io/harness=smoke --wait=false >/dev/null 2>&1 || true
 	echo "smoke: $pass passed, $fail failed"
 	((fail == 0))
+}
+
+# smoke_lb: with a load balancer, the kubeconfig goes through it and haproxy
+# sees every control plane's API server UP (nothing without one).
+smoke_lb() {
+	local lb cps
+	for lb in $(state_nodes); do
+		is_lb "$lb" || continue
+		cps=$(state_nodes | grep -c -- '-cp[0-9]*$')
+		check "kubeconfig's server is the load balancer $lb ($(cat "$(node_dir "$lb")/ip"):$QK_LB_PORT)" \
+			test "$(kubectl_qk config view -o jsonpath='{.clusters[0].cluster.server}')" = "https://$(cat "$(node_dir "$lb")/ip"):$QK_LB_PORT"
+		check "load balancer $lb: $cps API servers UP (/readyz)" lb_all_up "$lb" "$cps"
+	done
 }
 
 nodes_named_ready() {

@@ -52,10 +52,19 @@ ensure_template() {
 # build_template KEY DIR TARBALL: the template of KEY, from its tarball or by
 # debootstrap (under ensure_template's lock).
 build_template() {
-	local key=$1 dir=$2 tarball=$3
-	prune_templates "$key"
+	prune_templates "$1"
+	build_root "$1" "$2" "$3" "$QK_TEMPLATE_PACKAGES" customize_template template
+}
+
+# build_root KEY DIR TARBALL PACKAGES CUSTOMIZE LABEL: a root filesystem in
+# DIR/rootfs, unpacked from TARBALL when there is one, else debootstrapped
+# with PACKAGES, finished by the function CUSTOMIZE and packed to TARBALL.
+# DIR/.complete marks it done; a build in progress is recorded in
+# host/template-build so `down` cleans up after a crash. LABEL names it in logs.
+build_root() {
+	local key=$1 dir=$2 tarball=$3 packages=$4 customize=$5 label=$6
 	if [[ -e $dir/.complete ]]; then
-		log "template $key: cached at $dir"
+		log "$label $key: cached at $dir"
 		return
 	fi
 	# A half-built template (a killed `up`) may still have debootstrap's /proc
@@ -65,18 +74,18 @@ build_template() {
 	mkdir -p "$dir/rootfs" "$QK_STATE/host"
 	echo "$dir" >"$QK_STATE/host/template-build"
 	if [[ -s $tarball ]]; then
-		log "template $key: unpacking $tarball"
+		log "$label $key: unpacking $tarball"
 		tar -C "$dir/rootfs" --numeric-owner -xpf "$tarball" -I zstd
 		touch "$dir/.complete"
 		rm -f "$QK_STATE/host/template-build"
 		return
 	fi
 	local build=$dir/rootfs
-	log "template $key: debootstrap $QK_DEBIAN_SUITE from $(debian_mirror) (about a minute)"
-	debootstrap --variant=minbase --include="$QK_TEMPLATE_PACKAGES" "$QK_DEBIAN_SUITE" "$build" "$(debian_mirror)" \
+	log "$label $key: debootstrap $QK_DEBIAN_SUITE from $(debian_mirror) (about a minute)"
+	debootstrap --variant=minbase --include="$packages" "$QK_DEBIAN_SUITE" "$build" "$(debian_mirror)" \
 		>"$dir/debootstrap.log" 2>&1 || die "debootstrap failed; see $dir/debootstrap.log (is the Debian mirror reachable? set QK_DEBIAN_MIRROR)"
-	customize_template "$build"
-	log "template $key: packing $tarball"
+	"$customize" "$build"
+	log "$label $key: packing $tarball"
 	tar -C "$build" --numeric-owner -cpf "$tarball.tmp" -I 'zstd -T0 -3' . && mv "$tarball.tmp" "$tarball"
 	touch "$dir/.complete"
 	rm -f "$QK_STATE/host/template-build"
