@@ -84,12 +84,7 @@ func (m *Mover) reattachPlan() *install.Plan {
 }
 
 func (m *Mover) saveDivergedEtcdDo(ctx context.Context) error {
-	path, size, err := m.Paths.saveSnapshot(ctx, m.endpoint, "etcd-before-reattach")
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(m.Out, "  etcd, with the writes made there since it was pointed back, saved: %s (%d MiB)\n", path, size>>20)
-	return nil
+	return m.Paths.saveAndPrune(ctx, m.Out, m.endpoint, "etcd-before-reattach", "etcd, with the writes made there since it was pointed back,")
 }
 
 // ensureStoreDo starts the store's unit unless it runs.

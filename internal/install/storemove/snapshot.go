@@ -2,10 +2,13 @@ package storemove
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -47,4 +50,43 @@ func (p Paths) saveSnapshot(ctx context.Context, endpoint, name string) (string,
 		return "", 0, fmt.Errorf("rename %s: %w", path, err)
 	}
 	return path, n, nil
+}
+
+// keepSnapshots is how many snapshots of one kind (etcd-before-undo, ...)
+// the state dir keeps: every undo saves etcd whole, and a node moved back
+// and forth for years must not fill its disk with them.
+const keepSnapshots = 3
+
+// pruneSnapshots removes all but the newest keep snapshots named name-*.db
+// (their names sort by time) and returns what it removed.
+func (p Paths) pruneSnapshots(name string, keep int) ([]string, error) {
+	all, err := filepath.Glob(filepath.Join(p.StateDir, name+"-*.db"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(all)
+	var removed []string
+	for len(all) > keep {
+		if err := os.Remove(all[0]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, fmt.Errorf("remove the old snapshot %s: %w", all[0], err)
+		}
+		removed = append(removed, all[0])
+		all = all[1:]
+	}
+	return removed, nil
+}
+
+// saveAndPrune saves a snapshot of endpoint as name, keeps the newest
+// keepSnapshots of that name, and says both.
+func (p Paths) saveAndPrune(ctx context.Context, out io.Writer, endpoint, name, what string) error {
+	path, size, err := p.saveSnapshot(ctx, endpoint, name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  %s saved: %s (%d MiB; restore with etcdutl snapshot restore)\n", what, path, size>>20)
+	removed, err := p.pruneSnapshots(name, keepSnapshots)
+	if len(removed) > 0 {
+		fmt.Fprintf(out, "  older snapshots removed (the newest %d are kept): %s\n", keepSnapshots, strings.Join(removed, ", "))
+	}
+	return err
 }

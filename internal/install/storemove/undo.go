@@ -71,12 +71,7 @@ func (m *Mover) dialBoth() (store, etcd *clientv3.Client, err error) {
 // saveEtcdDo saves a snapshot of etcd (etcd's own format, restorable with
 // `etcdutl snapshot restore`) before undo writes into it.
 func (m *Mover) saveEtcdDo(ctx context.Context) error {
-	path, size, err := m.Paths.saveSnapshot(ctx, m.endpoint, "etcd-before-undo")
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(m.Out, "  etcd saved before undo writes into it: %s (%d MiB; restore with etcdutl snapshot restore)\n", path, size>>20)
-	return nil
+	return m.Paths.saveAndPrune(ctx, m.Out, m.endpoint, "etcd-before-undo", "etcd, before undo writes into it,")
 }
 
 // copyBackDo makes etcd hold the store's keys as of the store's current
