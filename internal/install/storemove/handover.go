@@ -108,7 +108,9 @@ func (m *Mover) storeRevision(ctx context.Context) int64 {
 	if _, err := os.Stat(m.Paths.DataDir); err != nil {
 		return -1
 	}
-	st, err := mvcc.Open(m.Paths.DataDir, mvcc.Options{Logger: m.Log})
+	// Expiry held: reading must not revoke a lease that ran out while the
+	// store was stopped (that would be a revision of its own).
+	st, err := mvcc.Open(m.Paths.DataDir, mvcc.Options{Logger: m.Log, HoldLeases: true})
 	if err != nil {
 		return -1
 	}

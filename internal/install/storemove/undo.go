@@ -173,25 +173,52 @@ func (m *Mover) undoStopUndo(ctx context.Context) error {
 	return m.Paths.startAPIServer(ctx, cur, 3*time.Minute)
 }
 
-// undoCatchUpDo, with the API server stopped (the store no longer changes),
-// brings etcd level with the store's last revision R: through the follower
-// started by copy-back (a few revisions), or, in a run that recovers from a
-// crash, by a merge at R. Then etcd's revision is raised above R and
-// compacted there.
+// catchUpRounds bounds undoCatchUpDo's rounds: each one that finds the
+// stopped store past the revision it copied lost a race with one lease
+// expiry (a second or so), so a third is already unlikely.
+const catchUpRounds = 5
+
+// undoCatchUpDo, with the API server stopped, brings etcd level with the
+// store's last revision R: through the follower started by copy-back (a
+// few revisions), or, in a run that recovers from a crash, by a merge at R.
+// The store then stops: with no client it still changes by itself when one
+// of its leases expires (the API server's 15 s master lease, while the API
+// server restarts on etcd), and a revision past R would be one no undo
+// copied. So it is stopped here and its revision read from disk; if a
+// lease expired in between, it is started and caught up again. Then etcd's
+// revision is raised above R and compacted there. A rollback from here
+// (undoStopUndo) starts the store again.
 func (m *Mover) undoCatchUpDo(ctx context.Context) error {
-	store, etcd, err := m.dialBoth()
+	var rev int64
+	for round := 1; ; round++ {
+		r, err := m.catchUpRound(ctx)
+		if err != nil {
+			return err
+		}
+		if err := systemd.Stop(ctx, UnitName); err != nil {
+			return err
+		}
+		onDisk := m.storeRevision(ctx)
+		if onDisk == r {
+			rev = r
+			break
+		}
+		if round == catchUpRounds {
+			return fmt.Errorf("the store kept changing after its API server stopped (revision %d after %d copied, %d times); something else writes to it", onDisk, r, round)
+		}
+		fmt.Fprintf(m.Out, "  the store moved on to revision %d while it stopped (a lease expired); copying that too\n", onDisk)
+		if err := systemd.Start(ctx, UnitName); err != nil {
+			return err
+		}
+		if err := m.waitStore(ctx); err != nil {
+			return err
+		}
+	}
+	etcd, err := m.Paths.dial(m.endpoint)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
 	defer etcd.Close()
-	rev, err := m.currentRevision(ctx, store)
-	if err != nil {
-		return err
-	}
-	if err := m.catchUpBack(ctx, store, etcd, rev); err != nil {
-		return err
-	}
 	final, err := sealEtcd(ctx, etcd, rev)
 	if err != nil {
 		return err
@@ -207,6 +234,22 @@ func (m *Mover) undoCatchUpDo(ctx context.Context) error {
 	m.finalRev = rev
 	fmt.Fprintf(m.Out, "  etcd holds the store's revision %d; etcd's revision is %d, compacted there\n", rev, final)
 	return nil
+}
+
+// catchUpRound makes etcd hold the store's keys at the store's current
+// revision, which it returns.
+func (m *Mover) catchUpRound(ctx context.Context) (int64, error) {
+	store, etcd, err := m.dialBoth()
+	if err != nil {
+		return 0, err
+	}
+	defer store.Close()
+	defer etcd.Close()
+	rev, err := m.currentRevision(ctx, store)
+	if err != nil {
+		return 0, err
+	}
+	return rev, m.catchUpBack(ctx, store, etcd, rev)
 }
 
 // catchUpBack makes etcd hold the store's keys at its final revision rev.

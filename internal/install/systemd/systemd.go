@@ -72,6 +72,11 @@ func Start(ctx context.Context, name string) error {
 	return systemctl(ctx, "start", name+".service")
 }
 
+// Stop stops a unit (it stays enabled); stopping a stopped unit is fine.
+func Stop(ctx context.Context, name string) error {
+	return systemctl(ctx, "stop", name+".service")
+}
+
 // Enable makes a written unit start at boot; it does not start it.
 func Enable(ctx context.Context, name string) error {
 	return systemctl(ctx, "enable", name+".service")
