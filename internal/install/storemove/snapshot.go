@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// saveSnapshot streams a snapshot of the etcd API at endpoint into the state
+// SaveSnapshot streams a snapshot of the etcd API at endpoint into the state
 // dir as NAME-<UTC time>.db: etcd's own file format with its integrity hash
 // appended, as `etcdctl snapshot save` writes it (`etcdutl snapshot restore`
 // reads it). Written beside and renamed once synced: a file there is whole.
-func (p Paths) saveSnapshot(ctx context.Context, endpoint, name string) (string, int64, error) {
-	cli, err := p.dial(endpoint)
+func (p Paths) SaveSnapshot(ctx context.Context, endpoint, name string) (string, int64, error) {
+	cli, err := p.Dial(endpoint)
 	if err != nil {
 		return "", 0, err
 	}

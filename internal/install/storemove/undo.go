@@ -57,10 +57,10 @@ func (m *Mover) undoPlan() *install.Plan {
 }
 
 func (m *Mover) dialBoth() (store, etcd *clientv3.Client, err error) {
-	if store, err = m.Paths.dial(StoreURL); err != nil {
+	if store, err = m.Paths.Dial(StoreURL); err != nil {
 		return nil, nil, err
 	}
-	if etcd, err = m.Paths.dial(m.endpoint); err != nil {
+	if etcd, err = m.Paths.Dial(m.endpoint); err != nil {
 		store.Close()
 		return nil, nil, err
 	}
@@ -70,7 +70,7 @@ func (m *Mover) dialBoth() (store, etcd *clientv3.Client, err error) {
 // saveEtcdDo saves a snapshot of etcd (etcd's own format, restorable with
 // `etcdutl snapshot restore`) before undo writes into it.
 func (m *Mover) saveEtcdDo(ctx context.Context) error {
-	path, size, err := m.Paths.saveSnapshot(ctx, m.endpoint, "etcd-before-undo")
+	path, size, err := m.Paths.SaveSnapshot(ctx, m.endpoint, "etcd-before-undo")
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func (m *Mover) currentRevision(ctx context.Context, cli *clientv3.Client) (int6
 
 func (m *Mover) undoStopDo(ctx context.Context) error {
 	m.stopped = time.Now()
-	return m.Paths.stopAPIServer(ctx, m.Paths.savedStoreManifest(), m.port)
+	return m.Paths.StopAPIServer(ctx, m.Paths.savedStoreManifest(), m.port)
 }
 
 // undoStopUndo puts the API server back on the store: the store's unit is
@@ -174,7 +174,7 @@ func (m *Mover) undoStopUndo(ctx context.Context) error {
 			return err
 		}
 	}
-	return m.Paths.startAPIServer(ctx, cur, 3*time.Minute)
+	return m.Paths.StartAPIServer(ctx, cur, 3*time.Minute)
 }
 
 // undoCatchUpDo, with the API server stopped (the store no longer changes),
@@ -243,7 +243,7 @@ func (m *Mover) restoreDo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := m.Paths.startAPIServer(ctx, manifest, 3*time.Minute); err != nil {
+	if err := m.Paths.StartAPIServer(ctx, manifest, 3*time.Minute); err != nil {
 		return err
 	}
 	if !m.stopped.IsZero() {
@@ -277,7 +277,7 @@ func (m *Mover) etcdManifest() ([]byte, error) {
 }
 
 func (m *Mover) restoreUndo(ctx context.Context) error {
-	return m.Paths.stopAPIServer(ctx, m.Paths.savedManifest()+".undo", m.port)
+	return m.Paths.StopAPIServer(ctx, m.Paths.savedManifest()+".undo", m.port)
 }
 
 func (m *Mover) stopFollow() {
