@@ -1,0 +1,70 @@
+package hamove
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/quantyroot/quantykube/internal/install"
+	"github.com/quantyroot/quantykube/internal/store/mirror/api"
+)
+
+func (n *Node) leavePlan() *install.Plan {
+	return &install.Plan{Op: StepLeave, Steps: []install.Step{
+		{Name: "member-remove", Impact: "none: this node's member leaves the store cluster (the last one stays a cluster of one)",
+			Do: n.leaveDo},
+		{Name: "stop-member", Impact: "none: the quantykube-store unit stops and is removed; its data dir stays for inspection",
+			Do: n.removeMember},
+	}}
+}
+
+func (n *Node) leavePreflight(ctx context.Context) error {
+	if err := n.apiserverOn(localEtcd, "it is on the store: run `quantykube undo store --ha "+StepSwitchBack+"` here first"); err != nil {
+		return err
+	}
+	st, err := n.mirrorStatus(ctx)
+	if err != nil {
+		return fmt.Errorf("%v: is this node's member stopped already?", err)
+	}
+	if st.Mode != api.Mirror {
+		return fmt.Errorf("the store is in mode %s: its members leave only once it mirrors etcd again (`quantykube undo store --ha %s`)", st.Mode, StepCutback)
+	}
+	return nil
+}
+
+// leaveDo removes this node's member through the others while it still
+// runs (a cluster of two keeps its quorum that way), unless it is the last.
+func (n *Node) leaveDo(ctx context.Context) error {
+	c, err := n.storeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	peer := n.facts.PeerURL(n.Paths)
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, memberAddTimeout, true, func(ctx context.Context) (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		list, err := c.MemberList(cctx)
+		if err != nil {
+			return false, nil
+		}
+		if len(list.Members) == 1 {
+			if len(list.Members[0].PeerURLs) > 0 && list.Members[0].PeerURLs[0] == peer {
+				fmt.Fprintf(n.Out, "  the last store member: it stops with its data kept\n")
+			}
+			return true, nil
+		}
+		for _, m := range list.Members {
+			if len(m.PeerURLs) > 0 && m.PeerURLs[0] == peer {
+				if _, err := c.MemberRemove(cctx, m.ID); err != nil {
+					n.Log.Info("member remove", "id", m.ID, "err", err)
+					return false, nil
+				}
+				fmt.Fprintf(n.Out, "  store member %s (%x) removed; %d remain\n", n.facts.Name, m.ID, len(list.Members)-1)
+			}
+		}
+		return true, nil
+	})
+}
