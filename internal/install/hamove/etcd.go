@@ -173,7 +173,9 @@ type replayRecord struct {
 	Revision int64  `json:"revision"`
 }
 
-func (p Paths) replayRecordFile() string { return filepath.Join(p.stepDir(StepReplayTo), "snapshot.json") }
+func (p Paths) replayRecordFile() string {
+	return filepath.Join(p.stepDir(StepReplayTo), "snapshot.json")
+}
 
 func (n *Node) snapshotStoreDo(ctx context.Context) error {
 	path, _, err := n.Paths.SaveSnapshot(ctx, n.Paths.LocalURL(), "store-for-etcd")

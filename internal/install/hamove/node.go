@@ -54,7 +54,7 @@ type Units interface {
 type Systemd struct{}
 
 func (Systemd) Install(ctx context.Context, u systemd.Unit) error { return systemd.Install(ctx, u) }
-func (Systemd) Remove(ctx context.Context, name string) error      { return systemd.Remove(ctx, name) }
+func (Systemd) Remove(ctx context.Context, name string) error     { return systemd.Remove(ctx, name) }
 
 func (n *Node) defaults() {
 	if n.HoldTimeout == 0 {

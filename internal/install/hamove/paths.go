@@ -43,7 +43,7 @@ func DefaultPaths() Paths {
 // LocalURL is the local member's client URL, the one the API server uses.
 func (p Paths) LocalURL() string { return "https://127.0.0.1:" + p.ClientPort }
 
-func (p Paths) etcdManifest() string  { return filepath.Join(p.Manifests, "etcd.yaml") }
+func (p Paths) etcdManifest() string    { return filepath.Join(p.Manifests, "etcd.yaml") }
 func (p Paths) stepDir(s string) string { return filepath.Join(p.StateDir, s) }
 func (p Paths) lockFile() string        { return filepath.Join(p.StateDir, "lock") }
 func (p Paths) factsFile() string       { return filepath.Join(p.StateDir, "node.json") }
