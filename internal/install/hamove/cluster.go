@@ -48,7 +48,7 @@ func (n *Node) etcdMembers(ctx context.Context) ([]EtcdMember, error) {
 	}
 	b, rerr := os.ReadFile(n.Paths.etcdMembersFile())
 	if rerr != nil {
-		return nil, fmt.Errorf("list etcd's members through %s: %w (and none were saved before)", localEtcd, err)
+		return nil, fmt.Errorf("list etcd's members through %s: %w (and none were saved before)", n.Paths.localEtcd(), err)
 	}
 	var saved []EtcdMember
 	if err := json.Unmarshal(b, &saved); err != nil {
@@ -57,11 +57,8 @@ func (n *Node) etcdMembers(ctx context.Context) ([]EtcdMember, error) {
 	return saved, nil
 }
 
-// localEtcd is kubeadm's local etcd member, as the API server reaches it.
-const localEtcd = "https://127.0.0.1:2379"
-
 func (n *Node) liveEtcdMembers(ctx context.Context) ([]EtcdMember, error) {
-	c, err := n.dial(localEtcd)
+	c, err := n.dial(n.Paths.localEtcd())
 	if err != nil {
 		return nil, err
 	}

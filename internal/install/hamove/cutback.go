@@ -19,8 +19,7 @@ func (n *Node) cutbackPlan() *install.Plan {
 		{Name: "etcd-level", Impact: "none: waits until every etcd member answers and the replay is close to the store's revision",
 			Do: n.waitReplayLevel},
 		{Name: "kubeadm-config", Impact: "none: kubeadm's ClusterConfiguration names etcd again (byte for byte when nothing else changed it)",
-			Do:   func(ctx context.Context) error { return n.Paths.RestoreClusterConfig(ctx, n.Out) },
-			Undo: func(ctx context.Context) error { return n.Paths.RecordStore(ctx, n.Out) }},
+			Do: n.restoreClusterConfigDo, Undo: n.recordStoreDo},
 		{Name: "cutback", Commit: true, Impact: "writes pause (held, not failed) while etcd applies the store's last revision; the store becomes a mirror of etcd again and forwards writes to it",
 			Do: n.transition("cutback")},
 	}}
@@ -35,7 +34,7 @@ func (n *Node) cutbackPreflight(ctx context.Context) error {
 		return fmt.Errorf("the store is in mode %s: a cut-back needs it replaying onto etcd (`quantykube undo store --ha %s`, then %s on every node)", st.Mode, StepReplayTo, StepRestoreEtcd)
 	}
 	if _, err := os.Stat(filepath.Join(n.Paths.StateDir, "kubeadm-config.etcd.yaml")); err != nil {
-		if done, _ := n.Done(StepCutover); !done {
+		if done, _ := n.Done(StepCutover); !done && !n.NoKubeadmConfig {
 			return fmt.Errorf("kubeadm's ClusterConfiguration saved by cutover is not on this node: run cutback on the node that ran cutover")
 		}
 	}

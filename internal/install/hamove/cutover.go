@@ -18,7 +18,7 @@ func (n *Node) cutoverPlan() *install.Plan {
 		{Name: "cutover", Commit: true, Impact: "writes pause (held, not failed) while the store applies etcd's last revision and becomes the owner; from here etcd is no longer written",
 			Do: n.transition("cutover")},
 		{Name: "kubeadm-config", Impact: "none: kubeadm's ClusterConfiguration names the store (127.0.0.1:2479 on every node) as external etcd",
-			Do: func(ctx context.Context) error { return n.Paths.RecordStore(ctx, n.Out) }},
+			Do: n.recordStoreDo},
 	}}
 }
 
@@ -39,7 +39,7 @@ func (n *Node) cutoverPreflight(ctx context.Context) error {
 	} else if started := countStarted(sms); started < len(ms) {
 		return fmt.Errorf("the store has %d started members, etcd %d: run `quantykube install store --ha %s` on the nodes without a member first", started, len(ms), StepJoin)
 	}
-	on, err := n.apiserversOn(ctx)
+	on, err := n.APIServers(ctx)
 	if err != nil {
 		return err
 	}
@@ -130,4 +130,18 @@ func (n *Node) transition(op string) func(context.Context) error {
 		}
 		return fmt.Errorf("%s: %w", op, last)
 	}
+}
+
+func (n *Node) recordStoreDo(ctx context.Context) error {
+	if n.NoKubeadmConfig {
+		return nil
+	}
+	return n.Paths.RecordStore(ctx, n.Out)
+}
+
+func (n *Node) restoreClusterConfigDo(ctx context.Context) error {
+	if n.NoKubeadmConfig {
+		return nil
+	}
+	return n.Paths.RestoreClusterConfig(ctx, n.Out)
 }

@@ -52,7 +52,7 @@ func (n *Node) saveEtcdDo(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	path, size, err := n.Paths.SaveSnapshot(sctx, localEtcd, "etcd-before-undo")
+	path, size, err := n.Paths.SaveSnapshot(sctx, n.Paths.localEtcd(), "etcd-before-undo")
 	if err != nil {
 		// Without quorum (its peers stopped) a member may not answer; its
 		// data dir is set aside whole by restore-etcd, never deleted.
@@ -87,10 +87,10 @@ func (n *Node) stopEtcdDo(ctx context.Context) error {
 		return err
 	}
 	err = wait.PollUntilContextTimeout(ctx, poll, etcdStopTimeout, true, func(ctx context.Context) (bool, error) {
-		return !listening("127.0.0.1:2379"), nil
+		return !listening(n.Paths.localEtcdAddr()), nil
 	})
 	if wait.Interrupted(err) && ctx.Err() == nil {
-		return fmt.Errorf("etcd still listens on 127.0.0.1:2379 %v after its manifest was removed", etcdStopTimeout)
+		return fmt.Errorf("etcd still listens on %s %v after its manifest was removed", n.Paths.localEtcdAddr(), etcdStopTimeout)
 	}
 	return err
 }
@@ -279,8 +279,8 @@ func (n *Node) restoreEtcdPreflight(ctx context.Context) error {
 	if _, err := os.Stat(n.Paths.savedEtcdManifest()); err != nil {
 		return fmt.Errorf("etcd's manifest was not saved by stop-etcd on this node: run `quantykube undo store --ha %s` here first", StepStopEtcd)
 	}
-	if listening("127.0.0.1:2379") {
-		return errors.New("etcd runs on this node (127.0.0.1:2379 answers); restore-etcd restores a stopped member: stop it first")
+	if listening(n.Paths.localEtcdAddr()) {
+		return fmt.Errorf("etcd runs on this node (%s answers); restore-etcd restores a stopped member: stop it first", n.Paths.localEtcdAddr())
 	}
 	if _, err := os.Stat(n.snapshotFile()); err != nil {
 		return fmt.Errorf("the store's snapshot %s is not on this node: copy it from the node that ran replay-to (same path), or pass --snapshot", n.snapshotFile())

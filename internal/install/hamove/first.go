@@ -56,7 +56,7 @@ func (n *Node) checkControlPlane(ctx context.Context) ([]EtcdMember, error) {
 	}
 	ms, err := n.liveEtcdMembers(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("etcd does not answer through %s (%v); the HA move starts from a healthy stacked etcd", localEtcd, err)
+		return nil, fmt.Errorf("etcd does not answer through %s (%v); the HA move starts from a healthy stacked etcd", n.Paths.localEtcd(), err)
 	}
 	if len(ms) < 2 {
 		return nil, errors.New("etcd has one member: this is a single control plane; use `quantykube install store` without --ha")
@@ -90,7 +90,7 @@ func (n *Node) checkFreshMember() error {
 func (p Paths) snapshotPathFile() string { return filepath.Join(p.stepDir(StepFirst), "snapshot.path") }
 
 func (n *Node) snapshotEtcdDo(ctx context.Context) error {
-	path, size, err := n.Paths.SaveSnapshot(ctx, localEtcd, "etcd-for-store")
+	path, size, err := n.Paths.SaveSnapshot(ctx, n.Paths.localEtcd(), "etcd-for-store")
 	if err != nil {
 		return err
 	}

@@ -21,7 +21,7 @@ func (n *Node) leavePlan() *install.Plan {
 }
 
 func (n *Node) leavePreflight(ctx context.Context) error {
-	if err := n.apiserverOn(localEtcd, "it is on the store: run `quantykube undo store --ha "+StepSwitchBack+"` here first"); err != nil {
+	if err := n.apiserverOn(n.Paths.localEtcd(), "it is on the store: run `quantykube undo store --ha "+StepSwitchBack+"` here first"); err != nil {
 		return err
 	}
 	st, err := n.mirrorStatus(ctx)

@@ -29,20 +29,24 @@ func (p Paths) initialClusterFile(step string) string {
 // steps), peers on the node's address with etcd's peer certificates.
 func (n *Node) memberUnit(initialCluster, state string) systemd.Unit {
 	p, f := n.Paths, n.facts
+	listen := p.LocalURL() + "," + f.ClientURL(p)
+	if p.LocalURL() == f.ClientURL(p) {
+		listen = p.LocalURL()
+	}
 	return systemd.Unit{Name: p.Unit, Content: fmt.Sprintf(`[Unit]
 Description=QuantyKube store member %[2]s: the etcd v3 API kube-apiserver runs on
 Documentation=https://github.com/quantyroot/quantykube
 After=network.target
 
 [Service]
-ExecStart=%[1]s store --name %[2]s --data-dir %[3]s --listen-client-urls %[4]s,%[5]s --advertise-client-urls %[5]s --listen-metrics-urls %[6]s --cert-file %[7]s --key-file %[8]s --trusted-ca-file %[9]s --client-cert-auth --listen-peer-urls %[10]s --initial-advertise-peer-urls %[10]s --initial-cluster %[11]s --initial-cluster-state %[12]s --initial-cluster-token %[13]s --peer-cert-file %[14]s --peer-key-file %[15]s --peer-trusted-ca-file %[9]s --peer-client-cert-auth
+ExecStart=%[1]s store --name %[2]s --data-dir %[3]s --listen-client-urls %[4]s --advertise-client-urls %[5]s --listen-metrics-urls %[6]s --cert-file %[7]s --key-file %[8]s --trusted-ca-file %[9]s --client-cert-auth --listen-peer-urls %[10]s --initial-advertise-peer-urls %[10]s --initial-cluster %[11]s --initial-cluster-state %[12]s --initial-cluster-token %[13]s --peer-cert-file %[14]s --peer-key-file %[15]s --peer-trusted-ca-file %[9]s --peer-client-cert-auth
 Restart=always
 RestartSec=1s
 TimeoutStopSec=10s
 
 [Install]
 WantedBy=multi-user.target
-`, p.Binary, f.Name, p.DataDir, p.LocalURL(), f.ClientURL(p), p.MetricsURL, p.ServerCert(), p.ServerKey(), p.EtcdCA(),
+`, p.Binary, f.Name, p.DataDir, listen, f.ClientURL(p), p.MetricsURL, p.ServerCert(), p.ServerKey(), p.EtcdCA(),
 		f.PeerURL(p), initialCluster, state, storeToken, p.peerCert(), p.peerKey())}
 }
 

@@ -31,6 +31,12 @@ type Node struct {
 	ReadyTimeout time.Duration
 	// Units runs the store member (systemd in production).
 	Units Units
+	// APIServers maps each control-plane node to its API server's
+	// --etcd-servers (default: the API's kube-apiserver mirror pods).
+	APIServers func(ctx context.Context) (map[string]string, error)
+	// NoKubeadmConfig leaves kubeadm's ClusterConfiguration alone (tests
+	// without an API server).
+	NoKubeadmConfig bool
 	// BinaryGiven uses the binary at Paths.Binary as it is, instead of
 	// installing the running executable there (tests run the steps
 	// in-process).
@@ -62,6 +68,9 @@ func (n *Node) defaults() {
 	}
 	if n.ReadyTimeout == 0 {
 		n.ReadyTimeout = 3 * time.Minute
+	}
+	if n.APIServers == nil {
+		n.APIServers = n.apiserversOn
 	}
 	if n.Units == nil {
 		n.Units = Systemd{}

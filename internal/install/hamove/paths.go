@@ -30,6 +30,10 @@ type Paths struct {
 	MetricsURL string
 	// Unit is the store member's systemd unit.
 	Unit string
+	// Loopback is the address the local API server reaches its local etcd
+	// member and store member on (kubeadm: 127.0.0.1; tests that run
+	// several nodes on one host give each its own).
+	Loopback string
 }
 
 // DefaultPaths are kubeadm's and QuantyKube's defaults.
@@ -37,11 +41,17 @@ func DefaultPaths() Paths {
 	p := storemove.DefaultPaths()
 	p.StateDir = "/var/lib/quantykube/install/store-ha"
 	return Paths{Paths: p, Etcdutl: "/usr/local/bin/etcdutl", ClientPort: "2479", PeerPort: "2480",
-		MetricsURL: storemove.StoreMetricsURL, Unit: storemove.UnitName}
+		MetricsURL: storemove.StoreMetricsURL, Unit: storemove.UnitName, Loopback: "127.0.0.1"}
 }
 
 // LocalURL is the local member's client URL, the one the API server uses.
-func (p Paths) LocalURL() string { return "https://127.0.0.1:" + p.ClientPort }
+func (p Paths) LocalURL() string { return "https://" + p.Loopback + ":" + p.ClientPort }
+
+// localEtcd is the local etcd member, as kubeadm's API server reaches it.
+func (p Paths) localEtcd() string { return "https://" + p.Loopback + ":2379" }
+
+// localEtcdAddr is localEtcd's host:port.
+func (p Paths) localEtcdAddr() string { return p.Loopback + ":2379" }
 
 func (p Paths) etcdManifest() string    { return filepath.Join(p.Manifests, "etcd.yaml") }
 func (p Paths) stepDir(s string) string { return filepath.Join(p.StateDir, s) }

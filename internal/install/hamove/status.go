@@ -59,7 +59,7 @@ func (n *Node) Status(ctx context.Context, undo bool) (*Status, error) {
 			s.StoreMode, s.Lag, s.Failed = st.Mode, st.Lag, st.Failed
 		}
 	}
-	on, err := n.apiserversOn(ctx)
+	on, err := n.APIServers(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func (n *Node) switchBackPlan() *install.Plan {
 						return n.startManifest(ctx, b)
 					}
 				}
-				return n.startOn(saved, func() string { return localEtcd })(ctx)
+				return n.startOn(saved, func() string { return n.Paths.localEtcd() })(ctx)
 			}},
 	}}
 }
@@ -57,7 +57,7 @@ func sameBut(store, etcd []byte) bool {
 }
 
 func (n *Node) switchPreflight(ctx context.Context) error {
-	if err := n.apiserverOn(localEtcd, "it is on the store already: nothing to switch"); err != nil {
+	if err := n.apiserverOn(n.Paths.localEtcd(), "it is on the store already: nothing to switch"); err != nil {
 		return err
 	}
 	st, err := n.mirrorStatus(ctx)
@@ -101,10 +101,10 @@ func (n *Node) apiserverOn(want, done string) error {
 		return fmt.Errorf("%s has no --etcd-servers flag; it is not a kubeadm API server manifest", n.Paths.APIServerManifest())
 	case got == want:
 		return nil
-	case got == localEtcd || got == n.Paths.LocalURL():
+	case got == n.Paths.localEtcd() || got == n.Paths.LocalURL():
 		return fmt.Errorf("this node's API server uses %s: %s", got, done)
 	}
-	return fmt.Errorf("this node's API server uses %s, neither its local etcd (%s) nor its local store member (%s); fix its manifest first", got, localEtcd, n.Paths.LocalURL())
+	return fmt.Errorf("this node's API server uses %s, neither its local etcd (%s) nor its local store member (%s); fix its manifest first", got, n.Paths.localEtcd(), n.Paths.LocalURL())
 }
 
 // stopAPIServerTo stops the local API server, its manifest saved at path.
