@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"sort"
 	"strings"
 
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
@@ -13,7 +14,8 @@ import (
 // Status is where an HA move stands, as seen from one control-plane node:
 // etcd's members, the store's members and mode, each API server's datastore.
 type Status struct {
-	// Nodes are the control-plane nodes (etcd's members), in etcd's order.
+	// Nodes are the control-plane nodes (etcd's members), by name: the
+	// first one runs first, cutover, replay-to and cutback.
 	Nodes []NodeStatus `json:"nodes"`
 	// StoreMode is the store's mode ("" when no store member answers).
 	StoreMode api.Mode `json:"storeMode,omitempty"`
@@ -49,6 +51,8 @@ func (n *Node) Status(ctx context.Context, undo bool) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	ms = append([]EtcdMember(nil), ms...)
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
 	s := &Status{}
 	sms, haveStore, err := n.storeMembers(ctx, ms)
 	if err != nil {
