@@ -26,6 +26,9 @@ func (n *Node) leavePreflight(ctx context.Context) error {
 	}
 	st, err := n.mirrorStatus(ctx)
 	if err != nil {
+		if gone, gerr := n.memberGone(ctx); gerr == nil && gone {
+			return nil // removed already (an interrupted leave): only its unit is left
+		}
 		return fmt.Errorf("%v: is this node's member stopped already?", err)
 	}
 	if st.Mode != api.Mirror {
@@ -67,4 +70,22 @@ func (n *Node) leaveDo(ctx context.Context) error {
 		}
 		return true, nil
 	})
+}
+
+// memberGone reports whether the other members no longer list this node's.
+func (n *Node) memberGone(ctx context.Context) (bool, error) {
+	ms, err := n.etcdMembers(ctx)
+	if err != nil {
+		return false, err
+	}
+	sms, ok, err := n.storeMembers(ctx, ms)
+	if err != nil || !ok {
+		return false, err
+	}
+	for _, m := range sms {
+		if m.PeerURL == n.facts.PeerURL(n.Paths) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
