@@ -208,5 +208,5 @@ func refuseSeveralMembers(ctx context.Context, cli *clientv3.Client) error {
 	for _, mem := range ml.Members {
 		names = append(names, mem.Name)
 	}
-	return fmt.Errorf("etcd has %d members (%s): this control plane is one of several, and moving its API server alone would split the cluster's data; move them together (the operator, or `quantykube install store` on each control-plane node in turn once supported)", len(names), strings.Join(names, ", "))
+	return fmt.Errorf("etcd has %d members (%s): this control plane is one of several, and moving its API server alone would split the cluster's data; move them together: `quantykube install store --ha status` on a control-plane node names the node steps to run, one at a time", len(names), strings.Join(names, ", "))
 }
