@@ -2,7 +2,9 @@ package hamove
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -15,8 +17,8 @@ func (n *Node) leavePlan() *install.Plan {
 	return &install.Plan{Op: StepLeave, Steps: []install.Step{
 		{Name: "member-remove", Impact: "none: this node's member leaves the store cluster (the last one stays a cluster of one)",
 			Do: n.leaveDo},
-		{Name: "stop-member", Impact: "none: the quantykube-store unit stops and is removed; its data dir stays for inspection",
-			Do: n.removeMember},
+		{Name: "stop-member", Impact: "none: the quantykube-store unit stops and is removed; its data dir is set aside (kept) for inspection",
+			Do: n.stopMemberDo},
 	}}
 }
 
@@ -88,4 +90,19 @@ func (n *Node) memberGone(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// stopMemberDo removes the unit and sets the data dir aside (a later move
+// starts from an empty one).
+func (n *Node) stopMemberDo(ctx context.Context) error {
+	if err := n.removeMember(ctx); err != nil {
+		return err
+	}
+	aside := fmt.Sprintf("%s.left-%s", n.Paths.DataDir, time.Now().UTC().Format("20060102T150405Z"))
+	if err := os.Rename(n.Paths.DataDir, aside); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("set the store's data dir aside: %w", err)
+	} else if err == nil {
+		fmt.Fprintf(n.Out, "  the member's data is kept in %s\n", aside)
+	}
+	return nil
 }

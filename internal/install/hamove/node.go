@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -129,6 +130,9 @@ func (n *Node) Run(ctx context.Context, step string, dryRun bool) error {
 	if n.facts, err = n.Paths.loadFacts(); err != nil {
 		return err
 	}
+	if err := n.newCycle(step, dryRun); err != nil {
+		return err
+	}
 	j, _ := install.OpenJournal(n.journal(step))
 	st, err := j.State()
 	if err != nil {
@@ -213,3 +217,68 @@ func (n *Node) admin() (*client.Client, error) {
 
 // errNotYet wraps a refusal whose fix is another step first.
 var errNotYet = errors.New("not yet")
+
+// A node's step journals belong to one move of it (a cycle): from its
+// first or join to its leave. A first or join whose journal is older than
+// a finished leave, or that starts while other steps' journals are there,
+// begins a new cycle: every step journal of the node is moved under
+// <state>/cycles/<time>/ (kept, never deleted), so "done" always means done
+// in this move.
+func (n *Node) newCycle(step string, dryRun bool) error {
+	if step != StepFirst && step != StepJoin {
+		return nil
+	}
+	mine, err := n.doneAt(step)
+	if err != nil {
+		return err
+	}
+	left, err := n.doneAt(StepLeave)
+	if err != nil {
+		return err
+	}
+	stale := !mine.IsZero() && left.After(mine)
+	if !stale && !mine.IsZero() {
+		return nil // done in this cycle
+	}
+	if j, _ := install.OpenJournal(n.journal(step)); !stale {
+		if st, err := j.State(); err != nil || (st.Op != "" && st.Finished == "") {
+			return err // an interrupted run of this cycle: recovered by Run
+		}
+	}
+	var old []string
+	for _, s := range append(append([]string{}, InstallSteps...), UndoSteps...) {
+		if _, err := os.Stat(n.journal(s)); err == nil {
+			old = append(old, s)
+		}
+	}
+	if len(old) == 0 || dryRun {
+		return nil
+	}
+	dir := filepath.Join(n.Paths.StateDir, "cycles", time.Now().UTC().Format("20060102T150405.000Z"))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for _, s := range old {
+		if err := os.Rename(n.Paths.stepDir(s), filepath.Join(dir, s)); err != nil {
+			return fmt.Errorf("keep the previous move's %s journal: %w", s, err)
+		}
+	}
+	fmt.Fprintf(n.Out, "a new move of this node: the previous one's journals are kept in %s\n", dir)
+	return nil
+}
+
+// doneAt is when step's journal last recorded done (zero if never).
+func (n *Node) doneAt(step string) (time.Time, error) {
+	j, _ := install.OpenJournal(n.journal(step))
+	recs, err := j.Records()
+	if err != nil {
+		return time.Time{}, err
+	}
+	var at time.Time
+	for _, r := range recs {
+		if r.Event == install.EventDone {
+			at = r.Time
+		}
+	}
+	return at, nil
+}

@@ -107,7 +107,10 @@ spec:
 		n.APIServers = r.apiservers
 		r.nodes = append(r.nodes, n)
 		r.wg.Add(1)
-		go func() { defer r.wg.Done(); kubelet(ctx, t, etcd, filepath.Join(manifests, "etcd.yaml"), filepath.Join(r.dir, name+"-etcd.log")) }()
+		go func() {
+			defer r.wg.Done()
+			kubelet(ctx, t, etcd, filepath.Join(manifests, "etcd.yaml"), filepath.Join(r.dir, name+"-etcd.log"))
+		}()
 	}
 	t.Cleanup(func() {
 		r.stop()
