@@ -3,6 +3,7 @@ package hamove
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -12,16 +13,24 @@ import (
 
 	"github.com/quantyroot/quantykube/internal/install"
 	"github.com/quantyroot/quantykube/internal/install/staticpod"
+	"github.com/quantyroot/quantykube/internal/install/storemove"
 )
 
 func (n *Node) joinPlan() *install.Plan {
 	return &install.Plan{Op: StepJoin, Steps: []install.Step{
-		{Name: "member-add", Impact: "none: this node's member is added to the store cluster (quorum grows from the next start on)",
+		{Name: "member-add", Impact: "none: this node's member is added to the store cluster as a learner (it does not count for quorum yet)",
 			Do: n.memberAddDo, Undo: n.memberRemoveSelf},
 		{Name: "start-member", Impact: "none: the quantykube-store unit starts and joins; it receives the whole state from the leader",
-			Do: func(ctx context.Context) error { return n.startMember(ctx, StepJoin, "existing") }, Undo: n.removeDataDir},
-		{Name: "level", Impact: "none: waits until the member has applied etcd's current revision",
-			Do: n.waitLevel},
+			Do: n.startJoiningDo, Undo: n.removeDataDir},
+		{Name: "promote", Impact: "none: the member becomes a voter once it is in sync with the leader (quorum grows by one)",
+			Do: n.promoteDo, Undo: n.memberRemoveSelf},
+		{Name: "level", Impact: "none: waits until the member serves as a mirror and has applied etcd's current revision",
+			Do: func(ctx context.Context) error {
+				if err := n.waitMirror(ctx); err != nil {
+					return err
+				}
+				return n.waitLevel(ctx)
+			}},
 	}}
 }
 
@@ -79,7 +88,7 @@ func (n *Node) memberAddDo(ctx context.Context) error {
 		}
 		members := list.Members
 		if !hasPeer(list.Members, peer) {
-			resp, err := c.MemberAdd(cctx, []string{peer})
+			resp, err := c.MemberAddAsLearner(cctx, []string{peer})
 			if err != nil {
 				if strings.Contains(err.Error(), "unhealthy cluster") || strings.Contains(err.Error(), "not enough started") {
 					n.Log.Info("member add refused for now", "err", err)
@@ -116,11 +125,10 @@ func hasPeer(ms []*etcdserverpb.Member, peer string) bool {
 }
 
 // memberRemoveSelf removes this node's member from the store (by its peer
-// URL), if it is there; the unit is stopped first.
+// URL), if it is there. A learner is removed whether it runs or not; a
+// voter is removed while it still runs (the undo of promote comes before
+// the unit's), so a cluster of two keeps the quorum the remove needs.
 func (n *Node) memberRemoveSelf(ctx context.Context) error {
-	if err := n.Units.Remove(ctx, n.Paths.Unit); err != nil {
-		return err
-	}
 	ms, err := n.etcdMembers(ctx)
 	if err != nil {
 		return err
@@ -149,4 +157,64 @@ func (n *Node) memberRemoveSelf(ctx context.Context) error {
 		}
 		return true, nil
 	})
+}
+
+// startJoiningDo starts the unit of a member that joins as a learner (it
+// serves nothing until promoted).
+func (n *Node) startJoiningDo(ctx context.Context) error {
+	ic, err := os.ReadFile(n.Paths.initialClusterFile(StepJoin))
+	if err != nil {
+		return fmt.Errorf("read the recorded --initial-cluster: %w", err)
+	}
+	if !n.BinaryGiven {
+		if err := storemove.InstallBinary(n.Paths.Binary); err != nil {
+			return err
+		}
+	}
+	return n.Units.Install(ctx, n.memberUnit(strings.TrimSpace(string(ic)), "existing"))
+}
+
+// promoteTimeout bounds the wait for a learner to be in sync (it receives
+// the whole state first).
+const promoteTimeout = 3 * time.Minute
+
+// promoteDo promotes this node's learner once the leader finds it in sync.
+func (n *Node) promoteDo(ctx context.Context) error {
+	c, err := n.storeClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	peer := n.facts.PeerURL(n.Paths)
+	var last error
+	t0 := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, promoteTimeout, true, func(ctx context.Context) (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		list, err := c.MemberList(cctx)
+		if last = err; err != nil {
+			return false, nil
+		}
+		for _, m := range list.Members {
+			if len(m.PeerURLs) == 0 || m.PeerURLs[0] != peer {
+				continue
+			}
+			if !m.IsLearner {
+				return true, nil
+			}
+			if _, err := c.MemberPromote(cctx, m.ID); err != nil {
+				last = err
+				return false, nil
+			}
+			return true, nil
+		}
+		return false, fmt.Errorf("this node's member (%s) is not in the store's member list", peer)
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("the learner was not promoted within %v: %v (see journalctl -u %s)", promoteTimeout, last, n.Paths.Unit)
+	}
+	if err == nil {
+		fmt.Fprintf(n.Out, "  promoted to a voter after %v\n", time.Since(t0).Round(time.Millisecond))
+	}
+	return err
 }
