@@ -130,17 +130,19 @@ func (n *Node) Run(ctx context.Context, step string, dryRun bool) error {
 	if n.facts, err = n.Paths.loadFacts(); err != nil {
 		return err
 	}
-	if err := n.newCycle(step, dryRun); err != nil {
-		return err
-	}
 	j, _ := install.OpenJournal(n.journal(step))
 	st, err := j.State()
 	if err != nil {
 		return err
 	}
+	stale, err := n.staleDone(step)
+	if err != nil {
+		return err
+	}
+	done := st.Finished == install.EventDone && !stale
 	if dryRun {
 		switch {
-		case st.Finished == install.EventDone:
+		case done:
 			fmt.Fprintf(n.Out, "%s is done on %s; nothing to do\n", step, n.facts.Name)
 		default:
 			if err := d.preflight(ctx); err != nil {
@@ -155,7 +157,7 @@ func (n *Node) Run(ctx context.Context, step string, dryRun bool) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%s must run as root on the control-plane node (try sudo)", step)
 	}
-	if st.Finished == install.EventDone {
+	if done {
 		fmt.Fprintf(n.Out, "%s is done on %s; nothing to do\n", step, n.facts.Name)
 		return nil
 	}
@@ -173,6 +175,11 @@ func (n *Node) Run(ctx context.Context, step string, dryRun bool) error {
 		return err
 	}
 	defer release()
+	if !interrupted && (step == StepFirst || step == StepJoin) {
+		if err := n.newCycle(); err != nil {
+			return err
+		}
+	}
 	r := &install.Runner{Journal: j, Log: n.Log, Out: n.Out, Faults: n.Faults}
 	if interrupted {
 		how, err := r.Recover(ctx, d.plan())
@@ -219,39 +226,18 @@ func (n *Node) admin() (*client.Client, error) {
 var errNotYet = errors.New("not yet")
 
 // A node's step journals belong to one move of it (a cycle): from its
-// first or join to its leave. A first or join whose journal is older than
-// a finished leave, or that starts while other steps' journals are there,
-// begins a new cycle: every step journal of the node is moved under
+// first or join to its leave. A fresh run of first or join begins a new
+// cycle: every step journal of the node is moved under
 // <state>/cycles/<time>/ (kept, never deleted), so "done" always means done
 // in this move.
-func (n *Node) newCycle(step string, dryRun bool) error {
-	if step != StepFirst && step != StepJoin {
-		return nil
-	}
-	mine, err := n.doneAt(step)
-	if err != nil {
-		return err
-	}
-	left, err := n.doneAt(StepLeave)
-	if err != nil {
-		return err
-	}
-	stale := !mine.IsZero() && left.After(mine)
-	if !stale && !mine.IsZero() {
-		return nil // done in this cycle
-	}
-	if j, _ := install.OpenJournal(n.journal(step)); !stale {
-		if st, err := j.State(); err != nil || (st.Op != "" && st.Finished == "") {
-			return err // an interrupted run of this cycle: recovered by Run
-		}
-	}
+func (n *Node) newCycle() error {
 	var old []string
 	for _, s := range append(append([]string{}, InstallSteps...), UndoSteps...) {
 		if _, err := os.Stat(n.journal(s)); err == nil {
 			old = append(old, s)
 		}
 	}
-	if len(old) == 0 || dryRun {
+	if len(old) == 0 {
 		return nil
 	}
 	dir := filepath.Join(n.Paths.StateDir, "cycles", time.Now().UTC().Format("20060102T150405.000Z"))
@@ -265,6 +251,20 @@ func (n *Node) newCycle(step string, dryRun bool) error {
 	}
 	fmt.Fprintf(n.Out, "a new move of this node: the previous one's journals are kept in %s\n", dir)
 	return nil
+}
+
+// staleDone reports whether step (first or join) was done in an earlier
+// move of this node: its leave finished after it.
+func (n *Node) staleDone(step string) (bool, error) {
+	if step != StepFirst && step != StepJoin {
+		return false, nil
+	}
+	mine, err := n.doneAt(step)
+	if err != nil || mine.IsZero() {
+		return false, err
+	}
+	left, err := n.doneAt(StepLeave)
+	return left.After(mine), err
 }
 
 // doneAt is when step's journal last recorded done (zero if never).
