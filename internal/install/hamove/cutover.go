@@ -45,7 +45,7 @@ func (n *Node) cutoverPreflight(ctx context.Context) error {
 	}
 	var left []string
 	for node, ep := range on {
-		if ep != n.Paths.LocalURL() {
+		if !n.Paths.OnStore(ep) {
 			left = append(left, node+" ("+ep+")")
 		}
 	}

@@ -98,8 +98,12 @@ func (r *rig) runFailing(i int, step, sub string, check func()) {
 	n.Faults = failAt{step, sub}
 	err := n.Run(context.Background(), step, false)
 	n.Faults = nil
-	if err == nil || !strings.Contains(err.Error(), "every step was put back") {
-		r.t.Fatalf("%s with a fault after %s: %v, want a rollback", step, sub, err)
+	want := "every step was put back"
+	if sub == "kubeadm-config" && step == StepCutover { // after the commit step
+		want = "committed and serving; rerun"
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		r.t.Fatalf("%s with a fault after %s: %v, want %q", step, sub, err, want)
 	}
 	check()
 	r.run(i, step)
@@ -115,12 +119,21 @@ func (r *rig) next(undo bool) *NodeStep {
 	return st.Next
 }
 
+// wantNext waits (10 s at most: a member just started may not listen yet)
+// until Status names step on node as the next one.
 func (r *rig) wantNext(undo bool, node int, step string) {
 	r.t.Helper()
-	got := r.next(undo)
 	want := NodeStep{fmt.Sprintf("node%d", node+1), step}
-	if got == nil || *got != want {
-		r.t.Fatalf("status says next %v, want %v", got, want)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := r.next(undo)
+		if got != nil && *got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("status says next %v, want %v", got, want)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 

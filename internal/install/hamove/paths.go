@@ -47,6 +47,14 @@ func DefaultPaths() Paths {
 // LocalURL is the local member's client URL, the one the API server uses.
 func (p Paths) LocalURL() string { return "https://" + p.Loopback + ":" + p.ClientPort }
 
+// OnStore reports whether an API server's --etcd-servers names a local
+// store member (https://<loopback>:ClientPort: 127.0.0.1 on every kubeadm
+// node, another loopback address per node in tests).
+func (p Paths) OnStore(etcdServers string) bool {
+	u, err := url.Parse(etcdServers)
+	return err == nil && !strings.Contains(etcdServers, ",") && u.Port() == p.ClientPort
+}
+
 // localEtcd is the local etcd member, as kubeadm's API server reaches it.
 func (p Paths) localEtcd() string { return "https://" + p.Loopback + ":2379" }
 

@@ -76,7 +76,7 @@ func (n *Node) Status(ctx context.Context, undo bool) (*Status, error) {
 		}
 		s.Nodes = append(s.Nodes, ns)
 	}
-	s.Phase, s.Next = s.next(n.Paths.LocalURL(), undo)
+	s.Phase, s.Next = s.next(n.Paths.OnStore, undo)
 	return s, nil
 }
 
@@ -98,15 +98,13 @@ func (n *Node) anyMirrorStatus(ctx context.Context, ms []EtcdMember) (*api.Statu
 
 // next derives the phase and the next step from what is observed; the
 // steps' own preflights make the same checks, so a stale answer is refused.
-func (s *Status) next(store string, undo bool) (string, *NodeStep) {
+func (s *Status) next(onStore func(string) bool, undo bool) (string, *NodeStep) {
 	var names []string
-	onStore, onEtcd, members, etcds := 0, 0, 0, 0
+	nStore, members, etcds := 0, 0, 0
 	for _, ns := range s.Nodes {
 		names = append(names, ns.Name)
-		if ns.APIServer == store {
-			onStore++
-		} else if ns.APIServer != "" {
-			onEtcd++
+		if onStore(ns.APIServer) {
+			nStore++
 		}
 		if ns.Member {
 			members++
@@ -123,7 +121,7 @@ func (s *Status) next(store string, undo bool) (string, *NodeStep) {
 		}
 		return nil
 	}
-	counts := fmt.Sprintf("%d/%d API servers on the store, %d store members, %d etcd members running", onStore, len(s.Nodes), members, etcds)
+	counts := fmt.Sprintf("%d/%d API servers on the store, %d store members, %d etcd members running", nStore, len(s.Nodes), members, etcds)
 	if s.Failed != "" {
 		return "failed: " + s.Failed + "; undo the steps that ran (" + counts + ")", nil
 	}
@@ -138,12 +136,12 @@ func (s *Status) next(store string, undo bool) (string, *NodeStep) {
 			if st := first(func(ns NodeStatus) bool { return !ns.Member }, StepJoin); st != nil {
 				return "store forming, mirroring etcd (" + counts + ")", st
 			}
-			if st := first(func(ns NodeStatus) bool { return ns.APIServer != store }, StepSwitch); st != nil {
+			if st := first(func(ns NodeStatus) bool { return !onStore(ns.APIServer) }, StepSwitch); st != nil {
 				return "mirroring etcd, API servers switching (" + counts + ")", st
 			}
 			return "mirroring etcd, every API server on the store (" + counts + ")", &NodeStep{names[0], StepCutover}
 		}
-		if st := first(func(ns NodeStatus) bool { return ns.APIServer == store }, StepSwitchBack); st != nil {
+		if st := first(func(ns NodeStatus) bool { return onStore(ns.APIServer) }, StepSwitchBack); st != nil {
 			return "mirroring etcd, API servers switching back (" + counts + ")", st
 		}
 		for i := len(s.Nodes) - 1; i >= 0; i-- {
