@@ -157,6 +157,9 @@ func (n *Node) mirrorStatusAt(ctx context.Context, endpoint string) (*api.Status
 	defer cancel()
 	st, err := a.Status(cctx)
 	if err != nil {
+		if client.Unreachable(err) {
+			return nil, fmt.Errorf("no store member answers at %s (%v): on a node without a member, run `quantykube install store --ha %s` (the first node) or `--ha %s` first", endpoint, err, StepFirst, StepJoin)
+		}
 		return nil, fmt.Errorf("mirror status of the store member at %s: %w", endpoint, err)
 	}
 	return st, nil

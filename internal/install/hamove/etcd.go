@@ -280,7 +280,7 @@ func (n *Node) restoreEtcdPreflight(ctx context.Context) error {
 		return fmt.Errorf("etcd's manifest was not saved by stop-etcd on this node: run `quantykube undo store --ha %s` here first", StepStopEtcd)
 	}
 	if listening(n.Paths.localEtcdAddr()) {
-		return fmt.Errorf("etcd runs on this node (%s answers); restore-etcd restores a stopped member: stop it first", n.Paths.localEtcdAddr())
+		return fmt.Errorf("etcd runs on this node (%s answers); restore-etcd restores a stopped member: run `quantykube undo store --ha %s` here first", n.Paths.localEtcdAddr(), StepStopEtcd)
 	}
 	if _, err := os.Stat(n.snapshotFile()); err != nil {
 		return fmt.Errorf("the store's snapshot %s is not on this node: copy it from the node that ran replay-to (same path), or pass --snapshot", n.snapshotFile())

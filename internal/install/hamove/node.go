@@ -253,18 +253,27 @@ func (n *Node) newCycle() error {
 	return nil
 }
 
-// staleDone reports whether step (first or join) was done in an earlier
-// move of this node: its leave finished after it.
+// staleDone reports whether step was done in an earlier move of this
+// node: its leave finished after it (for leave: a first or join after it).
 func (n *Node) staleDone(step string) (bool, error) {
-	if step != StepFirst && step != StepJoin {
-		return false, nil
-	}
 	mine, err := n.doneAt(step)
 	if err != nil || mine.IsZero() {
 		return false, err
 	}
-	left, err := n.doneAt(StepLeave)
-	return left.After(mine), err
+	later := []string{StepLeave}
+	if step == StepLeave {
+		later = []string{StepFirst, StepJoin}
+	}
+	for _, s := range later {
+		at, err := n.doneAt(s)
+		if err != nil {
+			return false, err
+		}
+		if at.After(mine) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // doneAt is when step's journal last recorded done (zero if never).

@@ -62,7 +62,7 @@ func (n *Node) switchPreflight(ctx context.Context) error {
 	}
 	st, err := n.mirrorStatus(ctx)
 	if err != nil {
-		return fmt.Errorf("%v: run `quantykube install store --ha %s` (or %s) on this node first", err, StepJoin, StepFirst)
+		return err
 	}
 	if st.Mode != api.Mirror || st.Failed != "" {
 		return fmt.Errorf("the store is in mode %s (failed: %q), not mirroring etcd: an API server switched now would not see etcd's writes; undo the move instead", st.Mode, st.Failed)
