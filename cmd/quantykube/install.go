@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/quantyroot/quantykube/internal/install"
+	"github.com/quantyroot/quantykube/internal/install/hamove"
 	"github.com/quantyroot/quantykube/internal/install/runtimemove"
 	"github.com/quantyroot/quantykube/internal/install/storemove"
 )
@@ -76,10 +79,35 @@ func newMoveCommand(use, short string, undo bool, addFlags func(*pflag.FlagSet),
 type storeMover struct {
 	*storemove.Mover
 	reattach, verify, keepEtcd bool
+	// ha is the HA move's node step (--ha), with its node.
+	ha     string
+	haNode *hamove.Node
+}
+
+// haStep runs the --ha step (or status) on this node.
+func (s storeMover) haStep(ctx context.Context, undo, dryRun bool) error {
+	if s.ha == "status" {
+		st, err := s.haNode.Status(ctx, undo)
+		if err != nil {
+			return err
+		}
+		st.Print(s.Out)
+		return nil
+	}
+	if !hamove.KnownStep(s.ha, undo) {
+		op, steps := "install", hamove.InstallSteps
+		if undo {
+			op, steps = "undo", hamove.UndoSteps
+		}
+		return fmt.Errorf("--ha %s is not a step of %s store; the steps are %s, and status", s.ha, op, strings.Join(steps, ", "))
+	}
+	return s.haNode.Run(ctx, s.ha, dryRun)
 }
 
 func (s storeMover) Install(ctx context.Context, dryRun bool) error {
 	switch {
+	case s.ha != "":
+		return s.haStep(ctx, false, dryRun)
 	case s.verify:
 		if err := s.Verify(ctx); err != nil {
 			return err
@@ -93,6 +121,9 @@ func (s storeMover) Install(ctx context.Context, dryRun bool) error {
 }
 
 func (s storeMover) Undo(ctx context.Context, dryRun bool) error {
+	if s.ha != "" {
+		return s.haStep(ctx, true, dryRun)
+	}
 	if s.keepEtcd {
 		return s.Release(ctx, dryRun)
 	}
@@ -103,6 +134,8 @@ func newStoreMoveCommand(undo bool) *cobra.Command {
 	p := storemove.DefaultPaths()
 	var name string
 	var modes storeMover
+	hp := hamove.DefaultPaths()
+	haNode := &hamove.Node{}
 	short := "Move the API server of this kubeadm control-plane node from etcd onto quantykube store, keeping every revision"
 	if undo {
 		short = "Move the API server of this node back from quantykube store onto etcd"
@@ -115,6 +148,15 @@ func newStoreMoveCommand(undo bool) *cobra.Command {
 		f.StringVar(&p.Binary, "binary", p.Binary, "where the store's binary is installed for its systemd unit")
 		f.StringVar(&p.Kubeconfig, "kubeconfig", p.Kubeconfig, "kubeadm's admin kubeconfig (kubeadm-config is edited with it)")
 		f.StringVar(&name, "name", "", "the store's member name (default: the host name)")
+		steps := hamove.InstallSteps
+		if undo {
+			steps = hamove.UndoSteps
+			f.StringVar(&hp.Etcdutl, "etcdutl", hp.Etcdutl, "etcd's etcdutl binary, of the cluster's etcd version (--ha replay-to, restore-etcd)")
+			f.StringVar(&haNode.Snapshot, "snapshot", "", "--ha restore-etcd: the store snapshot replay-to saved (default: its path under --ha-state-dir)")
+		}
+		f.StringVar(&modes.ha, "ha", "", "one node step of the move of a control plane of several nodes, run on each in the order `--ha status` names: "+strings.Join(steps, ", ")+"; or status")
+		f.StringVar(&hp.StateDir, "ha-state-dir", hp.StateDir, "where the HA move's journals and saved files are kept")
+		f.DurationVar(&haNode.HoldTimeout, "hold-timeout", 5*time.Second, "--ha cutover/cutback: the longest write pause before the transition is abandoned")
 		if undo {
 			f.BoolVar(&modes.keepEtcd, "keep-etcd", false, "the API server was pointed back at etcd behind QuantyKube's back: keep etcd's data, stop the store and set its data aside (never deleted)")
 		} else {
@@ -123,6 +165,11 @@ func newStoreMoveCommand(undo bool) *cobra.Command {
 		}
 	}, func(log *slog.Logger, out io.Writer, faults install.Faults) mover {
 		modes.Mover = &storemove.Mover{Paths: p, Log: log, Out: out, NodeName: name, Faults: faults}
+		sd := hp.StateDir
+		hp.Paths = p
+		hp.StateDir = sd
+		haNode.Paths, haNode.Log, haNode.Out, haNode.Faults = hp, log, out, faults
+		modes.haNode = haNode
 		return modes
 	})
 }

@@ -24,8 +24,8 @@ import (
 
 func quietZap() *zap.Logger { return zap.NewNop() }
 
-// apiserverPort is the API server's --secure-port (6443 by default).
-func apiserverPort(manifest []byte) string {
+// APIServerPort is the API server's --secure-port (6443 by default).
+func APIServerPort(manifest []byte) string {
 	if v, ok := staticpod.Flag(manifest, "secure-port"); ok {
 		return v
 	}
@@ -37,8 +37,8 @@ var insecureHTTP = &http.Client{
 	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, // a local liveness probe
 }
 
-// apiserverReady reports whether the local API server answers /readyz.
-func apiserverReady(ctx context.Context, port string) bool {
+// APIServerReady reports whether the local API server answers /readyz.
+func APIServerReady(ctx context.Context, port string) bool {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://127.0.0.1:"+port+"/readyz", nil)
 	resp, err := insecureHTTP.Do(req)
 	if err != nil {
@@ -58,10 +58,10 @@ const (
 	apiserverStopTimeout = 90 * time.Second
 )
 
-// waitReady waits until the API server answers /readyz.
-func waitReady(ctx context.Context, port string, timeout time.Duration) error {
+// WaitReady waits until the API server answers /readyz.
+func WaitReady(ctx context.Context, port string, timeout time.Duration) error {
 	err := wait.PollUntilContextTimeout(ctx, apiserverPoll, timeout, true, func(ctx context.Context) (bool, error) {
-		return apiserverReady(ctx, port), nil
+		return APIServerReady(ctx, port), nil
 	})
 	if wait.Interrupted(err) && ctx.Err() == nil {
 		return fmt.Errorf("the API server did not become ready on :%s within %v", port, timeout)
@@ -141,19 +141,19 @@ func removeAPIServerSandboxes(ctx context.Context, rt runtimeapi.RuntimeServiceC
 	return uids
 }
 
-// stopAPIServer removes the API server manifest from kubelet's directory
+// StopAPIServer removes the API server manifest from kubelet's directory
 // (the original is kept at saveTo first) and waits until the API server is
 // gone: /readyz fails and no kube-apiserver container runs. kube-apiserver
 // can linger for its whole grace period on SIGTERM with watches open, so
 // after a short wait its container is stopped through the CRI.
-func (p Paths) stopAPIServer(ctx context.Context, saveTo string, port string) error {
-	cur, err := os.ReadFile(p.apiserverManifest())
+func (p Paths) StopAPIServer(ctx context.Context, saveTo string, port string) error {
+	cur, err := os.ReadFile(p.APIServerManifest())
 	switch {
 	case err == nil:
 		if err := staticpod.WriteAtomic(saveTo, cur, 0o600); err != nil {
 			return err
 		}
-		if err := os.Remove(p.apiserverManifest()); err != nil {
+		if err := os.Remove(p.APIServerManifest()); err != nil {
 			return fmt.Errorf("move the API server manifest out: %w", err)
 		}
 	case errors.Is(err, os.ErrNotExist):
@@ -167,7 +167,7 @@ func (p Paths) stopAPIServer(ctx context.Context, saveTo string, port string) er
 	endpoint := p.criEndpoint()
 	var oldPods []string
 	err = wait.PollUntilContextTimeout(ctx, apiserverPoll, apiserverStopTimeout, true, func(ctx context.Context) (bool, error) {
-		ready := apiserverReady(ctx, port)
+		ready := APIServerReady(ctx, port)
 		rt, ids, done, err := runningAPIServers(ctx, endpoint)
 		if err != nil {
 			return false, err
@@ -245,13 +245,13 @@ func podCgroupExists(root, uid string) bool {
 	return false
 }
 
-// startAPIServer puts manifest into kubelet's directory atomically and waits
+// StartAPIServer puts manifest into kubelet's directory atomically and waits
 // until the API server is ready.
-func (p Paths) startAPIServer(ctx context.Context, manifest []byte, timeout time.Duration) error {
-	if !staticpod.Equal(p.apiserverManifest(), manifest) {
-		if err := staticpod.WriteAtomic(p.apiserverManifest(), manifest, 0o600); err != nil {
+func (p Paths) StartAPIServer(ctx context.Context, manifest []byte, timeout time.Duration) error {
+	if !staticpod.Equal(p.APIServerManifest(), manifest) {
+		if err := staticpod.WriteAtomic(p.APIServerManifest(), manifest, 0o600); err != nil {
 			return err
 		}
 	}
-	return waitReady(ctx, apiserverPort(manifest), timeout)
+	return WaitReady(ctx, APIServerPort(manifest), timeout)
 }

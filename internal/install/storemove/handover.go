@@ -84,9 +84,9 @@ func (e *DivergedError) Error() string {
 // on the store; when its manifest points elsewhere it returns a
 // *DivergedError with both sides' revisions. It changes nothing.
 func (m *Mover) stands(ctx context.Context) error {
-	manifest, err := os.ReadFile(m.Paths.apiserverManifest())
+	manifest, err := os.ReadFile(m.Paths.APIServerManifest())
 	if err != nil {
-		return fmt.Errorf("read %s: %w; the API server's manifest is gone, put it back (it was saved in %s)", m.Paths.apiserverManifest(), unwrap(err), m.Paths.StateDir)
+		return fmt.Errorf("read %s: %w; the API server's manifest is gone, put it back (it was saved in %s)", m.Paths.APIServerManifest(), unwrap(err), m.Paths.StateDir)
 	}
 	ep, _ := staticpod.Flag(manifest, "etcd-servers")
 	if ep == StoreURL {
@@ -120,7 +120,7 @@ func (m *Mover) storeRevision(ctx context.Context) int64 {
 
 // revisionAt reads the revision of the etcd API at endpoint, -1 on error.
 func (m *Mover) revisionAt(ctx context.Context, endpoint string) int64 {
-	cli, err := m.Paths.dial(endpoint)
+	cli, err := m.Paths.Dial(endpoint)
 	if err != nil {
 		return -1
 	}

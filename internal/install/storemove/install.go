@@ -88,7 +88,7 @@ func (m *Mover) subject() *install.Subject {
 // manifest saved by install.
 func (m *Mover) load() error {
 	m.manifest, _ = os.ReadFile(m.Paths.savedManifest())
-	m.port = apiserverPort(m.manifest)
+	m.port = APIServerPort(m.manifest)
 	m.endpoint, _ = staticpod.Flag(m.manifest, "etcd-servers")
 	return nil
 }
@@ -113,7 +113,7 @@ func (m *Mover) preflight(ctx context.Context, op string) error {
 	if m.manifest, m.endpoint, err = m.Paths.preflightInstall(ctx); err != nil {
 		return err
 	}
-	m.port = apiserverPort(m.manifest)
+	m.port = APIServerPort(m.manifest)
 	if err := m.Paths.checkClusterConfig(ctx); err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (m *Mover) copyDo(ctx context.Context) error {
 		return fmt.Errorf("clear %s: %w", m.Paths.DataDir, err)
 	}
 	var err error
-	if m.etcd, err = m.Paths.dial(m.endpoint); err != nil {
+	if m.etcd, err = m.Paths.Dial(m.endpoint); err != nil {
 		return err
 	}
 	if m.store, err = mvcc.Open(m.Paths.DataDir, mvcc.Options{Logger: m.Log}); err != nil {
@@ -231,7 +231,7 @@ func (m *Mover) copyUndo(ctx context.Context) error {
 
 func (m *Mover) stopDo(ctx context.Context) error {
 	m.stopped = time.Now()
-	return m.Paths.stopAPIServer(ctx, m.Paths.savedManifest(), m.port)
+	return m.Paths.StopAPIServer(ctx, m.Paths.savedManifest(), m.port)
 }
 
 // restoreEtcdManifest puts the original manifest back byte for byte and
@@ -239,12 +239,12 @@ func (m *Mover) stopDo(ctx context.Context) error {
 func (m *Mover) restoreEtcdManifest(ctx context.Context) error {
 	orig, err := os.ReadFile(m.Paths.savedManifest())
 	if err != nil {
-		if staticpod.Equal(m.Paths.apiserverManifest(), m.manifest) {
+		if staticpod.Equal(m.Paths.APIServerManifest(), m.manifest) {
 			return nil // never moved out
 		}
 		return fmt.Errorf("read the saved manifest: %w", err)
 	}
-	return m.Paths.startAPIServer(ctx, orig, 3*time.Minute)
+	return m.Paths.StartAPIServer(ctx, orig, 3*time.Minute)
 }
 
 func (m *Mover) catchUpDo(ctx context.Context) error {
@@ -349,7 +349,7 @@ TimeoutStopSec=10s
 
 [Install]
 WantedBy=multi-user.target
-`, p.Binary, name, p.DataDir, StoreURL, StoreURL, StoreMetricsURL, p.serverCert(), p.serverKey(), p.etcdCA())}
+`, p.Binary, name, p.DataDir, StoreURL, StoreURL, StoreMetricsURL, p.ServerCert(), p.ServerKey(), p.EtcdCA())}
 }
 
 // startStoreDo starts the unit copyDo wrote: inside the API server's
@@ -370,7 +370,7 @@ func (m *Mover) startStoreDo(ctx context.Context) error {
 // writeStoreUnit puts the store's binary and unit on the node, neither
 // enabled nor started; idempotent, and cheap once done.
 func (m *Mover) writeStoreUnit(ctx context.Context) error {
-	if err := installBinary(m.Paths.Binary); err != nil {
+	if err := InstallBinary(m.Paths.Binary); err != nil {
 		return err
 	}
 	u := m.storeUnit()
@@ -389,7 +389,7 @@ const (
 )
 
 func (m *Mover) waitStore(ctx context.Context) error {
-	cli, err := m.Paths.dial(StoreURL)
+	cli, err := m.Paths.Dial(StoreURL)
 	if err != nil {
 		return err
 	}
@@ -426,16 +426,16 @@ func (m *Mover) switchDo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if staticpod.Equal(m.Paths.apiserverManifest(), next) {
+	if staticpod.Equal(m.Paths.APIServerManifest(), next) {
 		return nil
 	}
-	return staticpod.WriteAtomic(m.Paths.apiserverManifest(), next, 0o600)
+	return staticpod.WriteAtomic(m.Paths.APIServerManifest(), next, 0o600)
 }
 
 // apiserverReadyDo waits until the API server answers on the store, then
 // enables the store's unit (it starts at boot from here on).
 func (m *Mover) apiserverReadyDo(ctx context.Context) error {
-	if err := waitReady(ctx, m.port, m.ReadyTimeout); err != nil {
+	if err := WaitReady(ctx, m.port, m.ReadyTimeout); err != nil {
 		return err
 	}
 	if !m.stopped.IsZero() {
@@ -445,9 +445,9 @@ func (m *Mover) apiserverReadyDo(ctx context.Context) error {
 	return systemd.Enable(ctx, UnitName)
 }
 
-// installBinary copies the running executable to path (atomically) unless
+// InstallBinary copies the running executable to path (atomically) unless
 // it is already that file.
-func installBinary(path string) error {
+func InstallBinary(path string) error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find my own binary: %w", err)

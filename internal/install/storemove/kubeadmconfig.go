@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 
@@ -25,8 +26,8 @@ const (
 	clusterConfigKey       = "ClusterConfiguration"
 )
 
-// kube is a client of the cluster's API with the node's admin credentials.
-func (p Paths) kube() (kubernetes.Interface, error) {
+// Kube is a client of the cluster's API with the node's admin credentials.
+func (p Paths) Kube() (kubernetes.Interface, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w; install store needs kubeadm's admin kubeconfig (or pass --kubeconfig)", p.Kubeconfig, err)
@@ -38,7 +39,7 @@ func (p Paths) kube() (kubernetes.Interface, error) {
 // externalStore is the etcd.external section that names the store, with the
 // client certificate kubeadm gives kube-apiserver for its local etcd.
 func (p Paths) externalStore() externalEtcd {
-	return externalEtcd{Endpoints: []string{StoreURL}, CAFile: p.etcdCA(), CertFile: p.clientCert(), KeyFile: p.clientKey()}
+	return externalEtcd{Endpoints: []string{StoreURL}, CAFile: p.EtcdCA(), CertFile: p.ClientCert(), KeyFile: p.ClientKey()}
 }
 
 // readClusterConfig returns the ClusterConfiguration text of kubeadm-config.
@@ -81,7 +82,7 @@ func writeClusterConfig(ctx context.Context, cs kubernetes.Interface, change fun
 // checkClusterConfig is install's preflight of kubeadm-config: readable with
 // the admin kubeconfig and a ClusterConfiguration the step can edit.
 func (p Paths) checkClusterConfig(ctx context.Context) error {
-	cs, err := p.kube()
+	cs, err := p.Kube()
 	if err != nil {
 		return err
 	}
@@ -100,8 +101,12 @@ func (p Paths) checkClusterConfig(ctx context.Context) error {
 // it), saving the text it replaces first: `kubeadm upgrade apply|node` and
 // `kubeadm init phase control-plane` then render the API server onto the
 // store and leave etcd's static pod alone. Idempotent.
-func (m *Mover) recordStoreDo(ctx context.Context) error {
-	cs, err := m.Paths.kube()
+func (m *Mover) recordStoreDo(ctx context.Context) error { return m.Paths.RecordStore(ctx, m.Out) }
+
+// RecordStore is recordStoreDo for any caller: the ClusterConfiguration it
+// replaces is saved under p.StateDir; progress goes to out.
+func (p Paths) RecordStore(ctx context.Context, out io.Writer) error {
+	cs, err := p.Kube()
 	if err != nil {
 		return err
 	}
@@ -109,17 +114,17 @@ func (m *Mover) recordStoreDo(ctx context.Context) error {
 		if slices.Equal(etcdEndpointsOf(cur), []string{StoreURL}) {
 			return nil, nil // a rerun: done already
 		}
-		if err := staticpod.WriteAtomic(m.Paths.savedClusterConfig(), cur, 0o600); err != nil {
+		if err := staticpod.WriteAtomic(p.savedClusterConfig(), cur, 0o600); err != nil {
 			return nil, fmt.Errorf("save kubeadm's ClusterConfiguration: %w", err)
 		}
-		next, err := withExternalEtcd(cur, m.Paths.externalStore())
+		next, err := withExternalEtcd(cur, p.externalStore())
 		if err != nil {
 			return nil, err
 		}
-		if err := staticpod.WriteAtomic(m.Paths.storeClusterConfig(), next, 0o600); err != nil {
+		if err := staticpod.WriteAtomic(p.storeClusterConfig(), next, 0o600); err != nil {
 			return nil, fmt.Errorf("save the store's ClusterConfiguration: %w", err)
 		}
-		fmt.Fprintf(m.Out, "  %s/%s names the store as external etcd (kubeadm upgrade keeps the API server on it)\n", kubeadmConfigNamespace, kubeadmConfigName)
+		fmt.Fprintf(out, "  %s/%s names the store as external etcd (kubeadm upgrade keeps the API server on it)\n", kubeadmConfigNamespace, kubeadmConfigName)
 		return next, nil
 	})
 }
@@ -128,16 +133,22 @@ func (m *Mover) recordStoreDo(ctx context.Context) error {
 // byte when nothing but the move changed it; when kubeadm rewrote it since
 // (an upgrade), only its etcd section is put back. Idempotent.
 func (m *Mover) restoreClusterConfigDo(ctx context.Context) error {
-	orig, err := os.ReadFile(m.Paths.savedClusterConfig())
+	return m.Paths.RestoreClusterConfig(ctx, m.Out)
+}
+
+// RestoreClusterConfig is restoreClusterConfigDo for any caller (the saved
+// text under p.StateDir; progress to out).
+func (p Paths) RestoreClusterConfig(ctx context.Context, out io.Writer) error {
+	orig, err := os.ReadFile(p.savedClusterConfig())
 	if errors.Is(err, os.ErrNotExist) {
-		fmt.Fprintf(m.Out, "  no saved ClusterConfiguration (the move did not change %s/%s); left as it is\n", kubeadmConfigNamespace, kubeadmConfigName)
+		fmt.Fprintf(out, "  no saved ClusterConfiguration (the move did not change %s/%s); left as it is\n", kubeadmConfigNamespace, kubeadmConfigName)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read the saved ClusterConfiguration: %w", err)
 	}
-	ours, _ := os.ReadFile(m.Paths.storeClusterConfig())
-	cs, err := m.Paths.kube()
+	ours, _ := os.ReadFile(p.storeClusterConfig())
+	cs, err := p.Kube()
 	if err != nil {
 		return err
 	}
@@ -146,10 +157,10 @@ func (m *Mover) restoreClusterConfigDo(ctx context.Context) error {
 			return nil, nil // restored already
 		}
 		if bytes.Equal(cur, ours) {
-			fmt.Fprintf(m.Out, "  %s/%s restored byte for byte\n", kubeadmConfigNamespace, kubeadmConfigName)
+			fmt.Fprintf(out, "  %s/%s restored byte for byte\n", kubeadmConfigNamespace, kubeadmConfigName)
 			return orig, nil
 		}
-		fmt.Fprintf(m.Out, "  %s/%s changed since the move (kubeadm upgrade?): only its etcd section was put back\n", kubeadmConfigNamespace, kubeadmConfigName)
+		fmt.Fprintf(out, "  %s/%s changed since the move (kubeadm upgrade?): only its etcd section was put back\n", kubeadmConfigNamespace, kubeadmConfigName)
 		return withEtcdSectionOf(cur, orig)
 	})
 }

@@ -39,7 +39,7 @@ const (
 // the move is done when the cluster acts again, not only when the API
 // server answers.
 func (m *Mover) leadersDo(ctx context.Context) error {
-	cs, err := m.Paths.kube()
+	cs, err := m.Paths.Kube()
 	if err != nil {
 		return err
 	}

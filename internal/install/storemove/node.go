@@ -44,7 +44,7 @@ func DefaultPaths() Paths {
 	}
 }
 
-func (p Paths) apiserverManifest() string { return filepath.Join(p.Manifests, "kube-apiserver.yaml") }
+func (p Paths) APIServerManifest() string { return filepath.Join(p.Manifests, "kube-apiserver.yaml") }
 
 // savedManifest is the original (etcd) manifest, kept byte for byte.
 func (p Paths) savedManifest() string { return filepath.Join(p.StateDir, "kube-apiserver.etcd.yaml") }
@@ -69,13 +69,13 @@ const requestTimeout = 15 * time.Second
 
 func (p Paths) journal() string  { return filepath.Join(p.StateDir, "journal.jsonl") }
 func (p Paths) lockFile() string { return filepath.Join(p.StateDir, "lock") }
-func (p Paths) etcdCA() string   { return filepath.Join(p.PKI, "etcd", "ca.crt") }
-func (p Paths) serverCert() string {
+func (p Paths) EtcdCA() string   { return filepath.Join(p.PKI, "etcd", "ca.crt") }
+func (p Paths) ServerCert() string {
 	return filepath.Join(p.PKI, "etcd", "server.crt")
 }
-func (p Paths) serverKey() string  { return filepath.Join(p.PKI, "etcd", "server.key") }
-func (p Paths) clientCert() string { return filepath.Join(p.PKI, "apiserver-etcd-client.crt") }
-func (p Paths) clientKey() string  { return filepath.Join(p.PKI, "apiserver-etcd-client.key") }
+func (p Paths) ServerKey() string  { return filepath.Join(p.PKI, "etcd", "server.key") }
+func (p Paths) ClientCert() string { return filepath.Join(p.PKI, "apiserver-etcd-client.crt") }
+func (p Paths) ClientKey() string  { return filepath.Join(p.PKI, "apiserver-etcd-client.key") }
 
 // StoreURL is where the store serves, beside etcd's 2379.
 const StoreURL = "https://127.0.0.1:2479"
@@ -86,23 +86,23 @@ const StoreMetricsURL = "http://127.0.0.1:2482"
 // clientTLS is the TLS config kube-apiserver uses towards etcd (and so the
 // move uses towards etcd and the store).
 func (p Paths) clientTLS() (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(p.clientCert(), p.clientKey())
+	cert, err := tls.LoadX509KeyPair(p.ClientCert(), p.ClientKey())
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w; is this a kubeadm control-plane node?", p.clientCert(), err)
+		return nil, fmt.Errorf("load %s: %w; is this a kubeadm control-plane node?", p.ClientCert(), err)
 	}
-	ca, err := os.ReadFile(p.etcdCA())
+	ca, err := os.ReadFile(p.EtcdCA())
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w; is this a kubeadm control-plane node?", p.etcdCA(), err)
+		return nil, fmt.Errorf("read %s: %w; is this a kubeadm control-plane node?", p.EtcdCA(), err)
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("%s holds no certificate", p.etcdCA())
+		return nil, fmt.Errorf("%s holds no certificate", p.EtcdCA())
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
-// dial opens an etcd v3 client to endpoint with kube-apiserver's credentials.
-func (p Paths) dial(endpoint string) (*clientv3.Client, error) {
+// Dial opens an etcd v3 client to endpoint with kube-apiserver's credentials.
+func (p Paths) Dial(endpoint string) (*clientv3.Client, error) {
 	tlsCfg, err := p.clientTLS()
 	if err != nil {
 		return nil, err
@@ -119,13 +119,13 @@ func (p Paths) preflightInstall(ctx context.Context) ([]byte, string, error) {
 	if os.Geteuid() != 0 {
 		return nil, "", errors.New("install store must run as root on the control-plane node (try sudo)")
 	}
-	manifest, err := os.ReadFile(p.apiserverManifest())
+	manifest, err := os.ReadFile(p.APIServerManifest())
 	if err != nil {
-		return nil, "", fmt.Errorf("read %s: %w; this is not a kubeadm control-plane node (or pass --manifests)", p.apiserverManifest(), unwrap(err))
+		return nil, "", fmt.Errorf("read %s: %w; this is not a kubeadm control-plane node (or pass --manifests)", p.APIServerManifest(), unwrap(err))
 	}
 	endpoint, ok := staticpod.Flag(manifest, "etcd-servers")
 	if !ok {
-		return nil, "", fmt.Errorf("%s has no --etcd-servers flag; it is not a kubeadm API server manifest", p.apiserverManifest())
+		return nil, "", fmt.Errorf("%s has no --etcd-servers flag; it is not a kubeadm API server manifest", p.APIServerManifest())
 	}
 	if endpoint == StoreURL {
 		return nil, "", errors.New("the API server already runs on quantykube store; nothing to install (use `quantykube undo store` to go back)")
@@ -133,7 +133,7 @@ func (p Paths) preflightInstall(ctx context.Context) ([]byte, string, error) {
 	if strings.Contains(endpoint, ",") {
 		return nil, "", fmt.Errorf("the API server uses several etcd members (%s); only a single local etcd is supported", endpoint)
 	}
-	for _, f := range []string{p.etcdCA(), p.serverCert(), p.serverKey(), p.clientCert(), p.clientKey()} {
+	for _, f := range []string{p.EtcdCA(), p.ServerCert(), p.ServerKey(), p.ClientCert(), p.ClientKey()} {
 		if _, err := os.Stat(f); err != nil {
 			return nil, "", fmt.Errorf("certificate %s is missing (%v); install store needs kubeadm's etcd certificates", f, unwrap(err))
 		}
@@ -143,7 +143,7 @@ func (p Paths) preflightInstall(ctx context.Context) ([]byte, string, error) {
 	} else {
 		l.Close()
 	}
-	cli, err := p.dial(endpoint)
+	cli, err := p.Dial(endpoint)
 	if err != nil {
 		return nil, "", err
 	}
@@ -210,5 +210,5 @@ func refuseSeveralMembers(ctx context.Context, cli *clientv3.Client) error {
 	for _, mem := range ml.Members {
 		names = append(names, mem.Name)
 	}
-	return fmt.Errorf("etcd has %d members (%s): this control plane is one of several, and moving its API server alone would split the cluster's data; move them together (the operator, or `quantykube install store` on each control-plane node in turn once supported)", len(names), strings.Join(names, ", "))
+	return fmt.Errorf("etcd has %d members (%s): this control plane is one of several, and moving its API server alone would split the cluster's data; move them together: `quantykube install store --ha status` on a control-plane node names the node steps to run, one at a time", len(names), strings.Join(names, ", "))
 }

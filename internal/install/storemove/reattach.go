@@ -90,7 +90,7 @@ func (m *Mover) saveDivergedEtcdDo(ctx context.Context) error {
 // ensureStoreDo starts the store's unit unless it runs.
 func (m *Mover) ensureStoreDo(ctx context.Context) error {
 	if !systemd.Active(ctx, UnitName) {
-		if err := installBinary(m.Paths.Binary); err != nil {
+		if err := InstallBinary(m.Paths.Binary); err != nil {
 			return err
 		}
 		if err := systemd.Install(ctx, m.storeUnit()); err != nil {
@@ -104,7 +104,7 @@ func (m *Mover) ensureStoreDo(ctx context.Context) error {
 // reattachStopDo stops the API server that runs on etcd, keeping its
 // manifest (kubeadm's current rendering) as the one a later undo restores.
 func (m *Mover) reattachStopDo(ctx context.Context) error {
-	cur, err := os.ReadFile(m.Paths.apiserverManifest())
+	cur, err := os.ReadFile(m.Paths.APIServerManifest())
 	if err == nil {
 		if old, rerr := os.ReadFile(m.Paths.savedManifest()); rerr == nil {
 			if err := staticpod.WriteAtomic(m.Paths.savedManifest()+".before-reattach", old, 0o600); err != nil {
@@ -116,9 +116,9 @@ func (m *Mover) reattachStopDo(ctx context.Context) error {
 		}
 	}
 	m.manifest, _ = os.ReadFile(m.Paths.savedManifest())
-	m.port = apiserverPort(m.manifest)
+	m.port = APIServerPort(m.manifest)
 	m.stopped = time.Now()
-	return m.Paths.stopAPIServer(ctx, m.Paths.savedManifest(), m.port)
+	return m.Paths.StopAPIServer(ctx, m.Paths.savedManifest(), m.port)
 }
 
 // reattachStopUndo starts the API server on etcd again, as it was found.

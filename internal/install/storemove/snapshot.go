@@ -12,12 +12,12 @@ import (
 	"time"
 )
 
-// saveSnapshot streams a snapshot of the etcd API at endpoint into the state
+// SaveSnapshot streams a snapshot of the etcd API at endpoint into the state
 // dir as NAME-<UTC time>.db: etcd's own file format with its integrity hash
 // appended, as `etcdctl snapshot save` writes it (`etcdutl snapshot restore`
 // reads it). Written beside and renamed once synced: a file there is whole.
-func (p Paths) saveSnapshot(ctx context.Context, endpoint, name string) (string, int64, error) {
-	cli, err := p.dial(endpoint)
+func (p Paths) SaveSnapshot(ctx context.Context, endpoint, name string) (string, int64, error) {
+	cli, err := p.Dial(endpoint)
 	if err != nil {
 		return "", 0, err
 	}
@@ -79,7 +79,7 @@ func (p Paths) pruneSnapshots(name string, keep int) ([]string, error) {
 // saveAndPrune saves a snapshot of endpoint as name, keeps the newest
 // keepSnapshots of that name, and says both.
 func (p Paths) saveAndPrune(ctx context.Context, out io.Writer, endpoint, name, what string) error {
-	path, size, err := p.saveSnapshot(ctx, endpoint, name)
+	path, size, err := p.SaveSnapshot(ctx, endpoint, name)
 	if err != nil {
 		return err
 	}

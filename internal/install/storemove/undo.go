@@ -58,10 +58,10 @@ func (m *Mover) undoPlan() *install.Plan {
 }
 
 func (m *Mover) dialBoth() (store, etcd *clientv3.Client, err error) {
-	if store, err = m.Paths.dial(StoreURL); err != nil {
+	if store, err = m.Paths.Dial(StoreURL); err != nil {
 		return nil, nil, err
 	}
-	if etcd, err = m.Paths.dial(m.endpoint); err != nil {
+	if etcd, err = m.Paths.Dial(m.endpoint); err != nil {
 		store.Close()
 		return nil, nil, err
 	}
@@ -155,7 +155,7 @@ func (m *Mover) currentRevision(ctx context.Context, cli *clientv3.Client) (int6
 
 func (m *Mover) undoStopDo(ctx context.Context) error {
 	m.stopped = time.Now()
-	return m.Paths.stopAPIServer(ctx, m.Paths.savedStoreManifest(), m.port)
+	return m.Paths.StopAPIServer(ctx, m.Paths.savedStoreManifest(), m.port)
 }
 
 // undoStopUndo puts the API server back on the store: the store's unit is
@@ -170,7 +170,7 @@ func (m *Mover) undoStopUndo(ctx context.Context) error {
 			return err
 		}
 	}
-	return m.Paths.startAPIServer(ctx, cur, 3*time.Minute)
+	return m.Paths.StartAPIServer(ctx, cur, 3*time.Minute)
 }
 
 // catchUpRounds bounds undoCatchUpDo's rounds: each one that finds the
@@ -214,7 +214,7 @@ func (m *Mover) undoCatchUpDo(ctx context.Context) error {
 			return err
 		}
 	}
-	etcd, err := m.Paths.dial(m.endpoint)
+	etcd, err := m.Paths.Dial(m.endpoint)
 	if err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func (m *Mover) restoreDo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := m.Paths.startAPIServer(ctx, manifest, 3*time.Minute); err != nil {
+	if err := m.Paths.StartAPIServer(ctx, manifest, 3*time.Minute); err != nil {
 		return err
 	}
 	if !m.stopped.IsZero() {
@@ -316,7 +316,7 @@ func (m *Mover) etcdManifest() ([]byte, error) {
 }
 
 func (m *Mover) restoreUndo(ctx context.Context) error {
-	return m.Paths.stopAPIServer(ctx, m.Paths.savedManifest()+".undo", m.port)
+	return m.Paths.StopAPIServer(ctx, m.Paths.savedManifest()+".undo", m.port)
 }
 
 func (m *Mover) stopFollow() {

@@ -1,0 +1,147 @@
+package hamove
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quantyroot/quantykube/internal/install"
+	"github.com/quantyroot/quantykube/internal/store/mirror/api"
+)
+
+func (n *Node) cutoverPlan() *install.Plan {
+	return &install.Plan{Op: StepCutover, Steps: []install.Step{
+		{Name: "cutover", Commit: true, Impact: "writes pause (held, not failed) while the store applies etcd's last revision and becomes the owner; from here etcd is no longer written",
+			Do: n.transition("cutover")},
+		{Name: "kubeadm-config", Impact: "none: kubeadm's ClusterConfiguration names the store (127.0.0.1:2479 on every node) as external etcd",
+			Do: n.recordStoreDo},
+	}}
+}
+
+func (n *Node) cutoverPreflight(ctx context.Context) error {
+	st, err := n.mirrorStatus(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Mode != api.Mirror && st.Mode != api.Owner {
+		return fmt.Errorf("the store is in mode %s; a cut-over needs it mirroring etcd", st.Mode)
+	}
+	ms, err := n.etcdMembers(ctx)
+	if err != nil {
+		return err
+	}
+	if sms, _, err := n.storeMembers(ctx, ms); err != nil {
+		return err
+	} else if started := countStarted(sms); started < len(ms) {
+		return fmt.Errorf("the store has %d started members, etcd %d: run `quantykube install store --ha %s` on the nodes without a member first", started, len(ms), StepJoin)
+	}
+	on, err := n.APIServers(ctx)
+	if err != nil {
+		return err
+	}
+	var left []string
+	for node, ep := range on {
+		if !n.Paths.OnStore(ep) {
+			left = append(left, node+" ("+ep+")")
+		}
+	}
+	sort.Strings(left)
+	if len(left) > 0 {
+		return fmt.Errorf("API servers still on etcd: %s; run `quantykube install store --ha %s` on those nodes first", strings.Join(left, ", "), StepSwitch)
+	}
+	if len(on) < len(ms) {
+		return fmt.Errorf("%d API server pods found for %d control-plane nodes; wait until every API server runs, then retry", len(on), len(ms))
+	}
+	return nil
+}
+
+func countStarted(ms []*storeMember) int {
+	k := 0
+	for _, m := range ms {
+		if m.Started {
+			k++
+		}
+	}
+	return k
+}
+
+// apiserversOn maps each control-plane node to the --etcd-servers its API
+// server's pod runs with (kubelet's mirror pods of the static pods).
+func (n *Node) apiserversOn(ctx context.Context) (map[string]string, error) {
+	cs, err := n.Paths.Kube()
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	pods, err := cs.CoreV1().Pods("kube-system").List(cctx, metav1.ListOptions{LabelSelector: "component=kube-apiserver"})
+	if err != nil {
+		return nil, fmt.Errorf("list the API server pods: %w", err)
+	}
+	out := map[string]string{}
+	for _, p := range pods.Items {
+		for _, c := range p.Spec.Containers {
+			for _, a := range c.Command {
+				if v, ok := strings.CutPrefix(a, "--etcd-servers="); ok {
+					out[p.Spec.NodeName] = v
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// transition runs a cut-over or cut-back through the local member; a hold
+// the store abandoned (the replay did not level in time) is retried.
+func (n *Node) transition(op string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		a, err := n.admin()
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		var last error
+		for attempt := 1; attempt <= 3; attempt++ {
+			cctx, cancel := context.WithTimeout(ctx, time.Minute+n.HoldTimeout)
+			var res *api.TransitionResult
+			if op == "cutover" {
+				res, err = a.Cutover(cctx, api.TransitionRequest{Timeout: n.HoldTimeout})
+			} else {
+				res, err = a.Cutback(cctx, api.TransitionRequest{Timeout: n.HoldTimeout})
+			}
+			cancel()
+			if err == nil {
+				switch {
+				case res.AlreadyDone:
+					fmt.Fprintf(n.Out, "  %s was done before: the store is %s\n", op, res.Mode)
+				case res.Pause != nil:
+					fmt.Fprintf(n.Out, "  %s at revision %d: writes held %v; the store is %s\n", op, res.Pause.Revision, res.Pause.Duration.Round(time.Millisecond), res.Mode)
+					n.LastPause = res.Pause
+				}
+				return nil
+			}
+			last = err
+			n.Log.Warn("transition refused, retrying", "op", op, "attempt", attempt, "err", err)
+			time.Sleep(time.Second)
+		}
+		return fmt.Errorf("%s: %w", op, last)
+	}
+}
+
+func (n *Node) recordStoreDo(ctx context.Context) error {
+	if n.NoKubeadmConfig {
+		return nil
+	}
+	return n.Paths.RecordStore(ctx, n.Out)
+}
+
+func (n *Node) restoreClusterConfigDo(ctx context.Context) error {
+	if n.NoKubeadmConfig {
+		return nil
+	}
+	return n.Paths.RestoreClusterConfig(ctx, n.Out)
+}
