@@ -197,7 +197,11 @@ func (m *Mover) copyDo(ctx context.Context) error {
 	if m.etcd, err = m.Paths.Dial(m.endpoint); err != nil {
 		return err
 	}
-	if m.store, err = mvcc.Open(m.Paths.DataDir, mvcc.Options{Logger: m.Log}); err != nil {
+	// Lease expiry held: until the commit step the leases are etcd's, and
+	// etcd's expiries arrive as its events; one expired here too would be
+	// a revision etcd never made (catch-up then waits for a revision the
+	// copy can never reach).
+	if m.store, err = mvcc.Open(m.Paths.DataDir, mvcc.Options{Logger: m.Log, HoldLeases: true}); err != nil {
 		return err
 	}
 	// The unit is written now, while nothing is down, so that start-store
@@ -402,7 +406,10 @@ func (m *Mover) waitStore(ctx context.Context) error {
 		if last = err; err != nil {
 			return false, nil
 		}
-		if m.finalRev != 0 && resp.Header.Revision != m.finalRev {
+		// The unit owns the leases from its start: one that ran out during
+		// the downtime is revoked at once, a revision of its own past
+		// finalRev. Below it, the data is not what was copied.
+		if m.finalRev != 0 && resp.Header.Revision < m.finalRev {
 			return false, fmt.Errorf("the store started at revision %d, want %d", resp.Header.Revision, m.finalRev)
 		}
 		return true, nil
