@@ -138,25 +138,7 @@ func (n *Node) memberRemoveSelf(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	peer := n.facts.PeerURL(n.Paths)
-	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, memberAddTimeout, true, func(ctx context.Context) (bool, error) {
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		defer cancel()
-		list, err := c.MemberList(cctx)
-		if err != nil {
-			return false, nil
-		}
-		for _, m := range list.Members {
-			if len(m.PeerURLs) > 0 && m.PeerURLs[0] == peer {
-				if _, err := c.MemberRemove(cctx, m.ID); err != nil {
-					n.Log.Info("member remove", "id", m.ID, "err", err)
-					return false, nil
-				}
-				fmt.Fprintf(n.Out, "  store member %s (%x) removed\n", n.facts.Name, m.ID)
-			}
-		}
-		return true, nil
-	})
+	return n.removeOwnMember(ctx, c)
 }
 
 // startJoiningDo starts the unit of a member that joins as a learner (it

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quantyroot/quantykube/internal/install"
@@ -47,31 +48,7 @@ func (n *Node) leaveDo(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	peer := n.facts.PeerURL(n.Paths)
-	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, memberAddTimeout, true, func(ctx context.Context) (bool, error) {
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		defer cancel()
-		list, err := c.MemberList(cctx)
-		if err != nil {
-			return false, nil
-		}
-		if len(list.Members) == 1 {
-			if len(list.Members[0].PeerURLs) > 0 && list.Members[0].PeerURLs[0] == peer {
-				fmt.Fprintf(n.Out, "  the last store member: it stops with its data kept\n")
-			}
-			return true, nil
-		}
-		for _, m := range list.Members {
-			if len(m.PeerURLs) > 0 && m.PeerURLs[0] == peer {
-				if _, err := c.MemberRemove(cctx, m.ID); err != nil {
-					n.Log.Info("member remove", "id", m.ID, "err", err)
-					return false, nil
-				}
-				fmt.Fprintf(n.Out, "  store member %s (%x) removed; %d remain\n", n.facts.Name, m.ID, len(list.Members)-1)
-			}
-		}
-		return true, nil
-	})
+	return n.removeOwnMember(ctx, c)
 }
 
 // memberGone reports whether the other members no longer list this node's.
@@ -105,4 +82,35 @@ func (n *Node) stopMemberDo(ctx context.Context) error {
 		fmt.Fprintf(n.Out, "  the member's data is kept in %s\n", aside)
 	}
 	return nil
+}
+
+// removeOwnMember removes this node's store member through c, retried
+// until the cluster answers; the last member is left (it stops with its
+// data kept), and one already gone is fine.
+func (n *Node) removeOwnMember(ctx context.Context, c *clientv3.Client) error {
+	peer := n.facts.PeerURL(n.Paths)
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, memberAddTimeout, true, func(ctx context.Context) (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		list, err := c.MemberList(cctx)
+		if err != nil {
+			return false, nil
+		}
+		if len(list.Members) == 1 {
+			if len(list.Members[0].PeerURLs) > 0 && list.Members[0].PeerURLs[0] == peer {
+				fmt.Fprintf(n.Out, "  the last store member: it stops with its data kept\n")
+			}
+			return true, nil
+		}
+		for _, m := range list.Members {
+			if len(m.PeerURLs) > 0 && m.PeerURLs[0] == peer {
+				if _, err := c.MemberRemove(cctx, m.ID); err != nil {
+					n.Log.Info("member remove", "id", m.ID, "err", err)
+					return false, nil
+				}
+				fmt.Fprintf(n.Out, "  store member %s (%x) removed; %d remain\n", n.facts.Name, m.ID, len(list.Members)-1)
+			}
+		}
+		return true, nil
+	})
 }
