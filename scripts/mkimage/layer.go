@@ -49,7 +49,8 @@ func writeLayer(w io.Writer, files, links [][2]string) error {
 			return fmt.Errorf("tar dir %s: %w", d, err)
 		}
 	}
-	for name, body := range map[string]string{"etc/passwd": passwd, "etc/group": group} {
+	for _, e := range [][2]string{{"etc/group", group}, {"etc/passwd", passwd}} { // in path order: a map would vary the layer
+		name, body := e[0], e[1]
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: epoch}); err != nil {
 			return fmt.Errorf("tar %s: %w", name, err)
 		}
