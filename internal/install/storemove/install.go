@@ -239,13 +239,20 @@ func (m *Mover) stopDo(ctx context.Context) error {
 }
 
 // restoreEtcdManifest puts the original manifest back byte for byte and
-// waits for the API server on etcd.
+// waits for the API server on etcd. A manifest still in place that does not
+// name the store was never moved out (stop-apiserver saves it before it
+// removes it, and only switch-apiserver points it at the store): it is
+// left alone. The saved copy may then be an earlier move's, older than the
+// manifest kubeadm keeps now (kill -9 at the start of stop-apiserver on a
+// node moved before), or missing (the same on a first move).
 func (m *Mover) restoreEtcdManifest(ctx context.Context) error {
+	if cur, err := os.ReadFile(m.Paths.APIServerManifest()); err == nil {
+		if ep, _ := staticpod.Flag(cur, "etcd-servers"); ep != StoreURL {
+			return nil
+		}
+	}
 	orig, err := os.ReadFile(m.Paths.savedManifest())
 	if err != nil {
-		if staticpod.Equal(m.Paths.APIServerManifest(), m.manifest) {
-			return nil // never moved out
-		}
 		return fmt.Errorf("read the saved manifest: %w", err)
 	}
 	return m.Paths.StartAPIServer(ctx, orig, 3*time.Minute)

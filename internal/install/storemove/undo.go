@@ -159,16 +159,24 @@ func (m *Mover) undoStopDo(ctx context.Context) error {
 }
 
 // undoStopUndo puts the API server back on the store: the store's unit is
-// (re)installed first in case a later step had removed it.
+// (re)installed first in case a later step had stopped or removed it. A
+// manifest still in place that names the store was never moved out (the
+// run stopped at the start of stop-apiserver): it is left alone, and the
+// saved copy, missing or an earlier undo's, is not read.
 func (m *Mover) undoStopUndo(ctx context.Context) error {
-	cur, err := os.ReadFile(m.Paths.savedStoreManifest())
-	if err != nil {
-		return fmt.Errorf("read the saved store manifest: %w", err)
-	}
 	if !systemd.Active(ctx, UnitName) {
 		if err := systemd.Install(ctx, m.storeUnit()); err != nil {
 			return err
 		}
+	}
+	if live, err := os.ReadFile(m.Paths.APIServerManifest()); err == nil {
+		if ep, _ := staticpod.Flag(live, "etcd-servers"); ep == StoreURL {
+			return nil
+		}
+	}
+	cur, err := os.ReadFile(m.Paths.savedStoreManifest())
+	if err != nil {
+		return fmt.Errorf("read the saved store manifest: %w", err)
 	}
 	return m.Paths.StartAPIServer(ctx, cur, 3*time.Minute)
 }
