@@ -57,6 +57,14 @@ go build -o "$CACHE/bin/quantykube" ./cmd/quantykube
 export QK_STORE_BIN=$CACHE/bin/quantykube
 eval "$(scripts/deps.sh env etcd etcdctl etcdutl kube-apiserver kube-controller-manager)"
 export QK_KUBECTL=${QK_KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
+# The components later stages need are built in the background while stages 1
+# and 2 run (their tests leave a core idle much of the time; on a cold machine
+# these builds are ~10 min). deps.sh builds one at a time under its lock, so a
+# stage that asks for one meanwhile waits for it, and a failed build here is
+# retried, and reported, by the stage that needs it.
+scripts/deps.sh path etcd-benchmark kine crictl critest runc cni-plugins coredns kube-scheduler kubelet kubeadm kube-proxy \
+  >/dev/null 2>"$CACHE/deps-prefetch.log" &
+PREFETCH=$!
 
 if want 1; then
   stage "1. go vet, unit tests and end-to-end store tests"
@@ -118,6 +126,7 @@ if want 4 || want 7; then
   test/kubeadm/compare.sh "$snap/before" "$snap/after"
   rm -rf "$snap"
 fi
+wait "$PREFETCH" 2>/dev/null || true
 stage "all stages passed"
 n=0; for s in $STAGES; do n=$((n + 1)); done
 echo "stages: $n passed, 0 failed"
