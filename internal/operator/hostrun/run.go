@@ -73,14 +73,17 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	switch {
-	case !active && lr.satisfied(r.Op):
+	case !active && r.HA != "" && lr.Finished == install.EventDone:
+		res.State, res.Detail = StateDone, r.measurement()
+		return res, nil
+	case !active && r.HA == "" && lr.satisfied(r.Op):
 		if reason := r.verify(ctx); reason != "" {
 			res.State, res.Detail = StateRefused, reason
 			return res, nil
 		}
 		res.State, res.Detail = StateDone, r.measurement()
 		return res, nil
-	case !active && lr.Op == r.Op && r.rolledBackThisStep(lr):
+	case !active && (lr.Op == r.Op || r.HA != "") && r.rolledBackThisStep(lr):
 		res.State, res.Detail = StateRolledBack, lr.Failure
 		return res, nil
 	case r.CheckOnly && active:
@@ -138,6 +141,9 @@ func (r *Runner) start(ctx context.Context) error {
 		"--property=StandardError=append:" + r.Output(),
 		"--", bin, string(r.Op), string(r.Subject),
 	}
+	if r.HA != "" {
+		args = append(args, "--ha="+r.HA)
+	}
 	if r.Subject == v1.SubjectRuntime {
 		// install runtime's unit runs the binary it is given (it does not
 		// copy itself): the content-keyed copy stays in place.
@@ -173,7 +179,7 @@ func (r *Runner) follow(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	switch {
-	case lr.satisfied(r.Op):
+	case r.HA != "" && lr.Finished == install.EventDone, r.HA == "" && lr.satisfied(r.Op):
 		res.State, res.Detail = StateDone, r.measurement()
 	case r.rolledBackThisStep(lr):
 		res.State, res.Detail = StateRolledBack, lr.Failure
