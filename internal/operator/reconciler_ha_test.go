@@ -146,7 +146,20 @@ func testHAFailedThenUndo(t *testing.T, api *testAPI) {
 	}
 	noHostPods(t, api.Client)
 
+	// The undo fails at leave/cp2 once; a move cannot start from there,
+	// and the undo, asked again, goes on at the recorded step.
 	w.hosts.ha = nil
+	w.hosts.failHA["leave/cp2"] = "remove-member: injected fault"
+	patchUndo(t, api.Client, true)
+	in = haRun(t, w, 80, v1.PhaseFailed)
+	if !strings.Contains(in.Status.Message, "leave on cp2") || in.Status.HA == nil || in.Status.HA.Step != "leave/cp2" {
+		t.Errorf("undo failure: message %q, status.ha %+v; want failed at leave/cp2", in.Status.Message, in.Status.HA)
+	}
+	patchUndo(t, api.Client, false)
+	in = haRun(t, w, 20, v1.PhaseFailed)
+	if !strings.Contains(in.Status.Message, "set spec.undo to true to finish the undo") {
+		t.Errorf("a move after a stopped undo: %q; want refused, naming the fix", in.Status.Message)
+	}
 	patchUndo(t, api.Client, true)
 	in = haRun(t, w, 80, v1.PhaseUndone)
 	// first/cp1 join/cp2 join/cp3 switch/cp1 were done: cp1's API server

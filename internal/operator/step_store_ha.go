@@ -25,6 +25,8 @@ import (
 //     is recorded in the same pass. A host step that failed (rolled back,
 //     refused, or its pods died maxAttempts times) fails the store as today;
 //     status.ha keeps where it stopped.
+//   - A move never starts from an undo that stopped mid-way: only the undo
+//     goes on from there.
 //   - The undo sequence undoes what the install did (status.ha.installDone):
 //     everything once the cut-over was done (hamove.Order's undo), else
 //     switch-back for each API server switched and leave, in reverse, for
@@ -46,6 +48,11 @@ func (r *Reconciler) haStoreStep(ctx context.Context, in *v1.Installation, cps [
 		}
 		st.HA = &v1.HAStatus{ControlPlanes: slices.Clone(cps), Op: op}
 		return r.haBegin(in, 0), nil
+	case ha.Op == v1.OperationUndo && op == v1.OperationInstall && int(ha.Index) < len(haSequence(ha)):
+		// An undo stopped mid-way (etcd may be stopped, the store replaying
+		// onto it): the install's steps, done in this move, would all answer
+		// done. Only the undo goes on from here.
+		return outcome{failed: fmt.Errorf("the HA undo stopped at step %d of %d (%s); a move cannot start from there: set spec.undo to true to finish the undo first", ha.Index+1, len(haSequence(ha)), ha.Step)}, nil
 	case ha.Op != op:
 		// The other direction: its sequence starts at its beginning.
 		ha.Op = op
