@@ -113,6 +113,11 @@ type InstallationStatus struct {
 	// Failed.
 	// +optional
 	Store Phase `json:"store,omitempty"`
+	// HA is where the store's HA move stands on a control plane of several
+	// nodes (absent with one control plane): written before each of its
+	// host steps, so a restarted operator goes on at the recorded one.
+	// +optional
+	HA *HAStatus `json:"ha,omitempty"`
 	// Nodes is each selected node's state, in the order they are moved.
 	// +optional
 	// +listType=map
@@ -125,6 +130,28 @@ type InstallationStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// HAStatus is the store's HA move over several control-plane nodes: the
+// node steps of `quantykube install|undo store --ha` in hamove's order, one
+// host pod each, one at a time.
+type HAStatus struct {
+	// ControlPlanes are the control-plane nodes, the first one first, as
+	// they were when the move began (the order of steps is derived from
+	// them).
+	ControlPlanes []string `json:"controlPlanes"`
+	// Op is the direction of the sequence under way: install or undo.
+	Op Operation `json:"op"`
+	// Index is the position of Step in the sequence of Op.
+	Index int32 `json:"index"`
+	// Step is the node step at Index, as "STEP/NODE" (join/cp2), or ""
+	// once the sequence has ended.
+	// +optional
+	Step string `json:"step,omitempty"`
+	// InstallDone is how many steps of the install sequence are done; an
+	// undo runs the undo steps of what they did.
+	// +optional
+	InstallDone int32 `json:"installDone,omitempty"`
 }
 
 // NodeStatus is one node's move.

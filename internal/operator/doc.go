@@ -21,8 +21,16 @@
 //     follow its journal; a pod that dies is replaced by one that reads the
 //     journal first, never by a blind rerun (ADR 201).
 //   - A node is uncordoned only if we cordoned it (NodeStatus.WasCordoned).
-//   - Bad input (not kubeadm, several control planes) sets Degraded with what
-//     to do and touches nothing.
+//   - One control-plane node: the store step is one host pod (`install|undo
+//     store`). An odd number of 3 or more: it is the HA move (ADR 202,
+//     step_store_ha.go), hamove's node steps in hamove.Order, one host pod
+//     on the step's node at a time, the step recorded in status.ha before
+//     its pod exists; undo runs the undo of the steps done.
+//   - Runtime moves of nodes (control planes included) run one node at a
+//     time, never while the store step runs: a move does the store first,
+//     an undo does it last.
+//   - Bad input (not kubeadm, an even number of control planes) sets
+//     Degraded with what to do and touches nothing.
 //
 // +kubebuilder:rbac:groups=install.quantyroot.io,resources=installations,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=install.quantyroot.io,resources=installations/status,verbs=get;update;patch

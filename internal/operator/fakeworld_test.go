@@ -38,10 +38,15 @@ type fakeHosts struct {
 	refuse map[string]string
 	// pods counts host pods seen, by name.
 	pods map[string]int
+	// ha lists the HA node steps run, in order, as "OP STEP/NODE".
+	ha []string
+	// failHA makes the HA node step STEP/NODE roll back once, with this
+	// reason.
+	failHA map[string]string
 }
 
 func newFakeHosts(c client.Client) *fakeHosts {
-	return &fakeHosts{c: c, installed: map[string]bool{}, rollBack: map[string]bool{}, silent: map[string]bool{}, refuse: map[string]string{}, pods: map[string]int{}}
+	return &fakeHosts{c: c, installed: map[string]bool{}, rollBack: map[string]bool{}, silent: map[string]bool{}, refuse: map[string]string{}, pods: map[string]int{}, failHA: map[string]string{}}
 }
 
 func (f *fakeHosts) tick(t *testing.T) {
@@ -79,6 +84,17 @@ func hasArg(p *corev1.Pod, arg string) bool {
 	return false
 }
 
+// argValue is the value of the host pod's argument that starts with prefix
+// ("--ha="), or "".
+func argValue(p *corev1.Pod, prefix string) string {
+	for _, a := range p.Spec.Containers[0].Args {
+		if strings.HasPrefix(a, prefix) {
+			return strings.TrimPrefix(a, prefix)
+		}
+	}
+	return ""
+}
+
 // finish plays the host side of one host pod.
 func (f *fakeHosts) finish(t *testing.T, p *corev1.Pod) {
 	t.Helper()
@@ -88,7 +104,13 @@ func (f *fakeHosts) finish(t *testing.T, p *corev1.Pod) {
 	check := hasArg(p, "--check")
 	install := op == v1.OperationInstall
 	res := hostrun.Result{Subject: subject, Op: op, State: hostrun.StateDone}
+	step := argValue(p, "--ha=")
 	switch {
+	case step != "" && f.failHA[step+"/"+node] != "":
+		res.State, res.Detail = hostrun.StateRolledBack, f.failHA[step+"/"+node]
+		delete(f.failHA, step+"/"+node)
+	case step != "":
+		f.ha = append(f.ha, string(op)+" "+step+"/"+node)
 	case hasArg(p, "--preflight"):
 		if why := f.refuse[node]; why != "" {
 			res.State, res.Detail = hostrun.StateRefused, why

@@ -53,6 +53,11 @@ func (j hostJob) name(attempt int32) string {
 	case j.Preflight:
 		kind = "preflight"
 	}
+	if j.Target.HA != "" {
+		// Each HA step has its own pods: a finished step's pod that is
+		// still being deleted is never read as the next step's.
+		kind = "ha-" + j.Target.HA
+	}
 	return strings.ToLower(fmt.Sprintf("qk-%s-%s-%s-%s-%d", j.Target.Op, j.Target.Subject, kind, j.Node, attempt))
 }
 
@@ -64,6 +69,9 @@ func (r *Reconciler) hostPod(in *v1.Installation, j hostJob, attempt int32) (*co
 	args := []string{"operator", "host", string(j.Target.Op), string(j.Target.Subject)}
 	if j.Since != nil {
 		args = append(args, "--since="+j.Since.UTC().Format(time.RFC3339))
+	}
+	if j.Target.HA != "" {
+		args = append(args, "--ha="+j.Target.HA)
 	}
 	if j.Check {
 		args = append(args, "--check")

@@ -23,7 +23,8 @@ func testBadInput(t *testing.T, api *testAPI) {
 		want    string
 	}{
 		{"not kubeadm", false, []string{"cp1"}, "not made by kubeadm"},
-		{"two control planes", true, []string{"cp1", "cp2"}, "2 control-plane nodes"},
+		{"two control planes", true, []string{"cp1", "cp2"}, "2 control-plane nodes (cp1, cp2): the store's HA move needs an odd number"},
+		{"four control planes", true, []string{"cp1", "cp2", "cp3", "cp4"}, "4 control-plane nodes"},
 	} {
 		w := newWorld(t, api, tc.kubeadm, tc.cps, []string{"w1"})
 		mustCreate(t, api.Client, defaultInstallation())

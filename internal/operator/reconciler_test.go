@@ -32,6 +32,10 @@ func TestReconcilerRealAPIServer(t *testing.T) {
 		{"a node whose preflight refuses fails untouched", testPreflightRefuses},
 		{"a PodDisruptionBudget that blocks the drain fails at the deadline", testBudgetBlocksDrain},
 		{"bad input touches nothing", testBadInput},
+		{"three control planes: the HA move and its undo", testHAMoveAndUndo},
+		{"three control planes: a restarted operator goes on at the recorded HA step", testHARestart},
+		{"three control planes: a failed HA step fails, undo from the middle", testHAFailedThenUndo},
+		{"three control planes: runtime moves of control planes after the store, one at a time", testHAControlPlaneRuntime},
 		{"only the Installation named quantykube", testOnlyOneName},
 		{"the operator creates the Installation when absent", testEnsureInstallation},
 	} {

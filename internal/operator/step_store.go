@@ -11,14 +11,18 @@ import (
 // storeStep runs install/undo store on the control-plane node through a host
 // pod and follows it. The pod follows the host journal; a pod that died
 // without a result is replaced (status.attempt+1) by one that reads the
-// journal before doing anything.
+// journal before doing anything. A control plane of several nodes (or a
+// move recorded as one, status.ha) takes the HA move instead (haStoreStep).
 func (r *Reconciler) storeStep(ctx context.Context, in *v1.Installation) (outcome, error) {
 	cps, err := r.controlPlanes(ctx)
 	if err != nil {
 		return outcome{}, err
 	}
+	if in.Status.HA != nil || len(cps) > 1 {
+		return r.haStoreStep(ctx, in, cps)
+	}
 	if len(cps) != 1 {
-		return outcome{failed: fmt.Errorf("%d control-plane nodes; exactly one is supported", len(cps))}, nil
+		return outcome{failed: fmt.Errorf("%d control-plane nodes; label the kubeadm control-plane node %s", len(cps), ControlPlaneLabel)}, nil
 	}
 	j := hostJob{Target: hostrun.Target{Subject: v1.SubjectStore, Op: opOf(in)}, Node: cps[0], Since: in.Status.StepStarted}
 	return r.followHostJob(ctx, in, j)

@@ -16,8 +16,10 @@ import (
 const ControlPlaneLabel = "node-role.kubernetes.io/control-plane"
 
 // validate checks what a run needs before it touches anything: a kubeadm
-// cluster with exactly one control-plane node. It returns that node's name,
-// or a problem stating what is wrong and what to do.
+// cluster with one control-plane node, or an odd number of them (3 or more:
+// the store's HA move keeps a quorum of its members and of etcd's). It
+// returns the first control-plane node's name, or a problem stating what is
+// wrong and what to do.
 func (r *Reconciler) validate(ctx context.Context) (string, string, error) {
 	var cm corev1.ConfigMap
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: "kubeadm-config"}, &cm)
@@ -34,11 +36,11 @@ func (r *Reconciler) validate(ctx context.Context) (string, string, error) {
 	switch len(cps) {
 	case 0:
 		return "", fmt.Sprintf("no node is labelled %s; label the kubeadm control-plane node", ControlPlaneLabel), nil
-	case 1:
-		return cps[0], "", nil
-	default:
-		return "", fmt.Sprintf("%d control-plane nodes (%s): more than one is not supported yet; run `quantykube install store` by hand or set spec.store to false", len(cps), strings.Join(cps, ", ")), nil
 	}
+	if len(cps)%2 == 0 {
+		return "", fmt.Sprintf("%d control-plane nodes (%s): the store's HA move needs an odd number (1, 3, 5…) to keep a quorum; join or remove one control-plane node with kubeadm", len(cps), strings.Join(cps, ", ")), nil
+	}
+	return cps[0], "", nil
 }
 
 func (r *Reconciler) controlPlanes(ctx context.Context) ([]string, error) {

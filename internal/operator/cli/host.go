@@ -26,7 +26,7 @@ const detachFollow = 5 * time.Second
 func newHostCommand() *cobra.Command {
 	var since string
 	var check, detach, preflight bool
-	var root string
+	var root, ha string
 	cmd := &cobra.Command{
 		Use:    "host install|undo store|runtime",
 		Short:  "Inside an operator host pod: run or follow an install/undo on the host, through its journal",
@@ -37,7 +37,7 @@ func newHostCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := &hostrun.Runner{Target: hostrun.Target{Op: v1.Operation(args[0]), Subject: v1.Subject(args[1])}, Root: root, CheckOnly: check, PreflightOnly: preflight, Log: logger}
+			r := &hostrun.Runner{Target: hostrun.Target{Op: v1.Operation(args[0]), Subject: v1.Subject(args[1]), HA: ha}, Root: root, CheckOnly: check, PreflightOnly: preflight, Log: logger}
 			if err := r.Validate(); err != nil {
 				return fmt.Errorf("%w; usage: quantykube operator host install|undo store|runtime", err)
 			}
@@ -75,6 +75,7 @@ func newHostCommand() *cobra.Command {
 	f.BoolVar(&check, "check", false, "only report the journal's state; start nothing")
 	f.BoolVar(&preflight, "preflight", false, "only run the install's checks that need no drained node; start nothing")
 	f.BoolVar(&detach, "detach", false, "exit once the unit runs instead of following it to its end")
+	f.StringVar(&ha, "ha", "", "store only: the HA move's node step to run (quantykube install|undo store --ha STEP)")
 	f.StringVar(&root, "host-root", hostrun.HostRoot, "the host's root as seen from here")
 	return cmd
 }

@@ -73,14 +73,20 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	switch {
-	case !active && lr.satisfied(r.Op):
+	case !active && r.HA != "" && lr.Finished == install.EventDone && lr.Started.After(r.Since):
+		// Done in this step (an earlier pod of it saw it through). A done
+		// from before the step is not trusted here: it may belong to an
+		// earlier move of the node; the host command decides (haDone).
+		res.State, res.Detail = StateDone, r.measurement()
+		return res, nil
+	case !active && r.HA == "" && lr.satisfied(r.Op):
 		if reason := r.verify(ctx); reason != "" {
 			res.State, res.Detail = StateRefused, reason
 			return res, nil
 		}
 		res.State, res.Detail = StateDone, r.measurement()
 		return res, nil
-	case !active && lr.Op == r.Op && r.rolledBackThisStep(lr):
+	case !active && (lr.Op == r.Op || r.HA != "") && r.rolledBackThisStep(lr):
 		res.State, res.Detail = StateRolledBack, lr.Failure
 		return res, nil
 	case r.CheckOnly && active:
@@ -138,6 +144,9 @@ func (r *Runner) start(ctx context.Context) error {
 		"--property=StandardError=append:" + r.Output(),
 		"--", bin, string(r.Op), string(r.Subject),
 	}
+	if r.HA != "" {
+		args = append(args, "--ha="+r.HA)
+	}
 	if r.Subject == v1.SubjectRuntime {
 		// install runtime's unit runs the binary it is given (it does not
 		// copy itself): the content-keyed copy stays in place.
@@ -173,7 +182,7 @@ func (r *Runner) follow(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	switch {
-	case lr.satisfied(r.Op):
+	case r.HA != "" && r.haDone(lr), r.HA == "" && lr.satisfied(r.Op):
 		res.State, res.Detail = StateDone, r.measurement()
 	case r.rolledBackThisStep(lr):
 		res.State, res.Detail = StateRolledBack, lr.Failure
@@ -185,4 +194,16 @@ func (r *Runner) follow(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("%s exited without finishing its journal %s; see %s on the host", r.Unit(), r.Journal(), r.Output())
 	}
 	return res, nil
+}
+
+// haDone reports whether the HA step's host command, which just exited,
+// found it done: its journal finished a run started in this step, or the
+// command said the step was done already ("STEP is done on NODE; nothing to
+// do", hamove.Node.Run, which knows a done of an earlier move of the node
+// from one of this move).
+func (r *Runner) haDone(lr lastRun) bool {
+	if lr.Finished != install.EventDone {
+		return false
+	}
+	return lr.Started.After(r.Since) || strings.HasSuffix(r.lastOutputLine(), "; nothing to do")
 }

@@ -311,3 +311,55 @@ func TestPreflightOnly(t *testing.T) {
 		t.Fatalf("result %+v err %v; want refused with the host's line", res, err)
 	}
 }
+
+// An HA node step runs `OP store --ha STEP` in its own unit and reads its
+// own journal (hamove's, under store-ha/STEP); done once, it is not rerun.
+func TestRunHAStepHasItsOwnUnitAndJournal(t *testing.T) {
+	h := newFakeHost(t)
+	path := filepath.Join(h.root, "var/lib/quantykube/install/store-ha/join/journal.jsonl")
+	h.onStart = func(*install.Journal) {
+		j, err := install.OpenJournal(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		record(t, j, v1.OperationInstall, install.EventBegin, install.EventEnd, install.EventDone)
+	}
+	r := newRunner(t, h, v1.OperationInstall)
+	r.HA = "join"
+	res, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.State != StateDone || len(h.started) != 1 {
+		t.Fatalf("result %+v, units %v; want done after one unit", res, h.started)
+	}
+	if args := h.started[0]; !strings.Contains(args, "--unit=quantykube-install-store-ha-join ") || !strings.HasSuffix(args, " install store --ha=join") {
+		t.Errorf("systemd-run args %q; want the HA step's own unit running install store --ha=join", args)
+	}
+	if res, err = r.Run(context.Background()); err != nil || res.State != StateDone || len(h.started) != 1 {
+		t.Errorf("rerun: %+v, %v, units %v; want done from the journal, nothing started", res, err, h.started)
+	}
+	// A later step (a new --since) does not trust the old done: the host
+	// command runs and says whether it stands.
+	r.Since = time.Now().Add(time.Second)
+	out := filepath.Join(h.root, r.Output())
+	h.onStart = func(*install.Journal) {
+		if err := os.WriteFile(out, []byte("a refusal: the store is not where join belongs\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err = r.Run(context.Background()); err != nil || res.State != StateRefused || len(h.started) != 2 {
+		t.Errorf("a done of an earlier move: %+v, %v, units %v; want the host command run, and its refusal", res, err, h.started)
+	}
+	h.onStart = func(*install.Journal) {
+		if err := os.WriteFile(out, []byte("join is done on cp2; nothing to do\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err = r.Run(context.Background()); err != nil || res.State != StateDone || len(h.started) != 3 {
+		t.Errorf("done in this move: %+v, %v, units %v; want the host command's done", res, err, h.started)
+	}
+	if err := (Target{Subject: v1.SubjectStore, Op: v1.OperationInstall, HA: "leave"}).Validate(); err == nil {
+		t.Error("install store --ha leave validated; want refused (leave is an undo step)")
+	}
+}
