@@ -105,16 +105,19 @@ func listening(addr string) bool {
 }
 
 // startEtcdDo puts etcd's saved manifest back (kubelet starts the member).
+// A manifest still in place was never moved out (stop-etcd saves it before
+// it removes it): it is left alone, as the saved copy may be an earlier
+// undo's, older than the one kubeadm keeps now.
 func (n *Node) startEtcdDo(ctx context.Context) error {
+	if _, err := os.Stat(n.Paths.etcdManifest()); err == nil {
+		return nil
+	}
 	saved, err := os.ReadFile(n.Paths.savedEtcdManifest())
 	if errors.Is(err, os.ErrNotExist) {
-		return nil // never moved out
+		return fmt.Errorf("etcd's manifest is neither in %s nor saved at %s", n.Paths.Manifests, n.Paths.savedEtcdManifest())
 	}
 	if err != nil {
 		return err
-	}
-	if staticpod.Equal(n.Paths.etcdManifest(), saved) {
-		return nil
 	}
 	return staticpod.WriteAtomic(n.Paths.etcdManifest(), saved, 0o600)
 }
