@@ -246,10 +246,8 @@ func (m *Mover) stopDo(ctx context.Context) error {
 // manifest kubeadm keeps now (kill -9 at the start of stop-apiserver on a
 // node moved before), or missing (the same on a first move).
 func (m *Mover) restoreEtcdManifest(ctx context.Context) error {
-	if cur, err := os.ReadFile(m.Paths.APIServerManifest()); err == nil {
-		if ep, _ := staticpod.Flag(cur, "etcd-servers"); ep != StoreURL {
-			return nil
-		}
+	if present, onStore := m.Paths.manifestInPlace(); present && !onStore {
+		return nil
 	}
 	orig, err := os.ReadFile(m.Paths.savedManifest())
 	if err != nil {

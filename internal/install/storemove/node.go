@@ -46,6 +46,19 @@ func DefaultPaths() Paths {
 
 func (p Paths) APIServerManifest() string { return filepath.Join(p.Manifests, "kube-apiserver.yaml") }
 
+// manifestInPlace reports whether the API server's manifest is in kubelet's
+// directory and whether it names the store: stop-apiserver saves it before
+// it removes it and only switch-apiserver points it at the store, so one in
+// place that names the side a plan left was never moved out by that plan.
+func (p Paths) manifestInPlace() (present, onStore bool) {
+	cur, err := os.ReadFile(p.APIServerManifest())
+	if err != nil {
+		return false, false
+	}
+	ep, _ := staticpod.Flag(cur, "etcd-servers")
+	return true, ep == StoreURL
+}
+
 // savedManifest is the original (etcd) manifest, kept byte for byte.
 func (p Paths) savedManifest() string { return filepath.Join(p.StateDir, "kube-apiserver.etcd.yaml") }
 

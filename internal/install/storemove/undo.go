@@ -169,10 +169,8 @@ func (m *Mover) undoStopUndo(ctx context.Context) error {
 			return err
 		}
 	}
-	if live, err := os.ReadFile(m.Paths.APIServerManifest()); err == nil {
-		if ep, _ := staticpod.Flag(live, "etcd-servers"); ep == StoreURL {
-			return nil
-		}
+	if present, onStore := m.Paths.manifestInPlace(); present && onStore {
+		return nil
 	}
 	cur, err := os.ReadFile(m.Paths.savedStoreManifest())
 	if err != nil {
