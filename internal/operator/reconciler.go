@@ -39,8 +39,12 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads what the operator must not cache: the Installation
 	// at the start of each pass (always the latest status), the step's host
-	// pod (the informer lags after an API-server restart) and kube-system's
-	// ConfigMaps (its RBAC allows get, not list/watch); default Client.
+	// pod, the nodes a step decides on (cordoned before us, Ready on which
+	// runtime, where else the operator could run) — the informers lag after
+	// an API-server restart, each in its own back-off, so a node's cached
+	// copy can be tens of seconds older than an Installation event — and
+	// kube-system's ConfigMaps (its RBAC allows get, not list/watch);
+	// default Client.
 	APIReader client.Reader
 	// Kube is used by the drain (k8s.io/kubectl/pkg/drain needs a clientset).
 	Kube     kubernetes.Interface

@@ -22,9 +22,10 @@ import (
 // (status.nodeInfo.containerRuntimeVersion "quantykube://0.1.0").
 const runtimePrefix = "quantykube://"
 
+// getNode reads the node live (APIReader): the steps decide on it.
 func (r *Reconciler) getNode(ctx context.Context, name string) (*corev1.Node, error) {
 	var n corev1.Node
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, &n); err != nil {
 		return nil, fmt.Errorf("get node %s: %w", name, err)
 	}
 	return &n, nil

@@ -47,8 +47,12 @@ func (r *Reconciler) nowhereToGo(ctx context.Context, node string) (string, erro
 	if self.Spec.NodeName != node {
 		return "", nil
 	}
+	// Live, not the cache: the test that found it cordoned the only other
+	// node right before the retry, and the node informer, still in its
+	// back-off from the API server's restart in the store's move, had not
+	// seen it — the drain then evicted the operator with nowhere to go.
 	var nodes corev1.NodeList
-	if err := r.Client.List(ctx, &nodes); err != nil {
+	if err := r.APIReader.List(ctx, &nodes); err != nil {
 		return "", fmt.Errorf("list nodes: %w", err)
 	}
 	for i := range nodes.Items {

@@ -1,9 +1,13 @@
 package operator
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
 func TestCanRun(t *testing.T) {
@@ -29,5 +33,37 @@ func TestCanRun(t *testing.T) {
 	pod.Spec.NodeSelector = map[string]string{"disk": "ssd"}
 	if canRun(pod, &corev1.Node{Status: ready}) {
 		t.Error("a node outside the pod's node selector can run it")
+	}
+}
+
+// TestNowhereToGoReadsNodesLive: the cache (Client) still shows the control
+// plane schedulable, the API server (APIReader) has it cordoned — as after
+// an API-server restart, when the node informer is still in its back-off.
+// The check must refuse: the drain would evict the operator with nowhere
+// to go (stop 20's CI run, test/e2e TestOperator's preflight case).
+func TestNowhereToGoReadsNodesLive(t *testing.T) {
+	ready := corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}
+	self := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "quantykube-system", Name: "op"}, Spec: corev1.PodSpec{NodeName: "w1"}}
+	worker := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}, Status: ready}
+	cp := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp1"}, Status: ready}
+	cordoned := cp.DeepCopy()
+	cordoned.Spec.Unschedulable = true
+
+	stale := fake.NewClientBuilder().WithObjects(self.DeepCopy(), worker.DeepCopy(), cp).Build()
+	live := fake.NewClientBuilder().WithObjects(self.DeepCopy(), worker.DeepCopy(), cordoned).Build()
+	r := &Reconciler{Client: stale, APIReader: live, PodName: "op", PodNamespace: "quantykube-system"}
+	why, err := r.nowhereToGo(context.Background(), "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(why, "the operator runs on w1") {
+		t.Errorf("nowhereToGo = %q; want a refusal (the only other node is cordoned on the API server)", why)
+	}
+	n, err := r.getNode(context.Background(), "cp1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !n.Spec.Unschedulable {
+		t.Error("getNode read the cache: cp1 schedulable; the API server has it cordoned")
 	}
 }

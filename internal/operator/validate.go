@@ -45,7 +45,7 @@ func (r *Reconciler) validate(ctx context.Context) (string, string, error) {
 
 func (r *Reconciler) controlPlanes(ctx context.Context) ([]string, error) {
 	var nodes corev1.NodeList
-	if err := r.Client.List(ctx, &nodes, client.HasLabels{ControlPlaneLabel}); err != nil {
+	if err := r.APIReader.List(ctx, &nodes, client.HasLabels{ControlPlaneLabel}); err != nil {
 		return nil, fmt.Errorf("list control-plane nodes: %w", err)
 	}
 	var names []string
