@@ -155,7 +155,7 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 		if w.rev != g.startRev {
 			_ = batch.Set(metaRev, putInt64(w.rev), nil)
 		}
-		s.commitSeq.Add(1) // odd: readers must not pair s.rev with a snapshot now
+		s.beginCommit()
 		if !batch.Empty() {
 			opts := pebble.Sync
 			if s.opts.NoSync || s.opts.Replicated {
@@ -167,7 +167,7 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 				err = fmt.Errorf("%w: commit: %v", ErrFailed, err)
 				s.failed.Store(&err)
 				s.log.Error("commit failed; refusing further writes", "err", err)
-				s.commitSeq.Add(1)
+				s.endCommit()
 				for _, req := range reqs {
 					req.resp, req.err = nil, err
 					close(req.done)
@@ -175,12 +175,15 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 				return
 			}
 		}
+		if s.afterBatchCommit != nil {
+			s.afterBatchCommit()
+		}
 		// The batch is durable and visible: publish the index at its
 		// revision, then the revision, then its events (watchers never see a
 		// revision a reader could not read).
 		s.idx.publish(w.rev)
 		s.rev.Store(w.rev)
-		s.commitSeq.Add(1) // even: s.rev matches what snapshots see
+		s.endCommit()
 		s.hub.notify(w.rev, g.events)
 		s.ext.revs.trigger(w.rev)
 		for _, f := range w.afterCommit {

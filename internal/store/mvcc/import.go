@@ -109,8 +109,8 @@ func (im *Importer) Finish(rev int64) error {
 	_ = im.b.Set(metaRev, putInt64(rev), nil)
 	_ = im.b.Set(metaCompacted, putInt64(rev), nil)
 	// The synced commit also makes every earlier unsynced import batch durable.
-	im.s.commitSeq.Add(1)
-	defer im.s.commitSeq.Add(1)
+	im.s.beginCommit()
+	defer im.s.endCommit()
 	if err := im.b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("import: finish: %w", err)
 	}

@@ -94,9 +94,9 @@ func (h *HistoryImporter) FinishAt(rev, compacted int64) error {
 	rev = max(rev, 1)
 	_ = im.b.Set(metaRev, putInt64(rev), nil)
 	_ = im.b.Set(metaCompacted, putInt64(compacted), nil)
-	im.s.commitSeq.Add(1)
+	im.s.beginCommit()
 	err := im.b.Commit(pebble.Sync) // also makes every earlier unsynced batch durable
-	im.s.commitSeq.Add(1)
+	im.s.endCommit()
 	if err == nil {
 		err = im.s.idx.rebuild(im.s.db, rev)
 	}

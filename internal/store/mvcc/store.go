@@ -78,8 +78,14 @@ type Store struct {
 	// compacted is the compacted revision; history below it is gone.
 	compacted atomic.Int64
 	// commitSeq is odd while a batch that changes m/rev is being committed
-	// and its revision published (a seqlock for readView).
+	// and its revision published (a seqlock for readView); committed is
+	// closed when it turns even again (see beginCommit).
 	commitSeq atomic.Int64
+	committed atomic.Pointer[chan struct{}]
+	// afterBatchCommit, when set (tests only), runs after a group's batch
+	// is committed to pebble and before its revision is published: the
+	// window in which pebble already shows the batch to new snapshots.
+	afterBatchCommit func()
 
 	queue   chan *writeRequest
 	stopc   chan struct{}
