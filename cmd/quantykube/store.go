@@ -71,6 +71,6 @@ with etcd's raft (WAL, snapshots and peer transport are etcd's).`,
 	f.UintVar(&electionMs, "election-timeout", 1000, "time (in milliseconds) for a raft election timeout")
 	f.Uint64Var(&cfg.Cluster.SnapshotCount, "snapshot-count", 10000, "applied entries between raft snapshots (the log is truncated behind them)")
 	f.BoolVar(&cfg.Cluster.StrictReconfigCheck, "strict-reconfig-check", true, "refuse member changes that would lose quorum (etcd's default)")
-	cmd.AddCommand(newStoreRestoreCommand(), newStoreMirrorCommand())
+	cmd.AddCommand(newStoreRestoreCommand(), newStoreMirrorCommand(), newStoreServeSnapshotCommand())
 	return cmd
 }

@@ -1,12 +1,8 @@
 package hamove
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -88,26 +84,6 @@ func (r *remote) Step(ctx context.Context, node string, undo bool, step string) 
 	args = append(args, r.env...)
 	args = append(args, "quantykube", op, "store", "--ha", step, "--log-level", "info")
 	return r.c.Exec(node, args...)
-}
-
-func (r *remote) Copy(ctx context.Context, from, to, path string) error {
-	var out bytes.Buffer
-	get := r.c.cmd("exec", from, "cat", path)
-	get.Stdout = &out
-	if err := get.Run(); err != nil {
-		return err
-	}
-	put := r.c.cmd("exec", to, "sh", "-c", "mkdir -p "+filepath.Dir(path)+" && cat > "+path+".part && mv "+path+".part "+path)
-	put.Stdin = &out
-	if b, err := put.CombinedOutput(); err != nil {
-		return &exec.ExitError{ProcessState: put.ProcessState, Stderr: b}
-	}
-	return nil
-}
-
-func (c *cluster) cmd(args ...string) *exec.Cmd {
-	_, file, _, _ := runtime.Caller(0)
-	return exec.Command(filepath.Join(filepath.Dir(file), "..", "..", "scripts", "kubeadm.sh"), args...)
 }
 
 func (c *cluster) status(undo bool) string {

@@ -81,14 +81,13 @@ func TestHAMoveFaults(t *testing.T) {
 	progress := func(s hamove.NodeStep, out string, took time.Duration, err error) {
 		t.Logf("%s on %s: %v (err %v)\n%s", s.Step, s.Node, took.Round(time.Millisecond), err, lastLines(out, 4))
 	}
-	snap := hamove.DefaultPaths().ReplayedSnapshot()
 	start := time.Now()
-	if err := hamove.Drive(ctx, f, c.nodes, false, snap, progress); err != nil {
+	if err := hamove.Drive(ctx, f, c.nodes, false, progress); err != nil {
 		t.Fatalf("install: %v\nstatus: %s", err, c.status(false))
 	}
 	t.Logf("installed with faults in %v:\n%s", time.Since(start).Round(time.Millisecond), c.status(false))
 	mid := time.Now()
-	if err := hamove.Drive(ctx, f, c.nodes, true, snap, progress); err != nil {
+	if err := hamove.Drive(ctx, f, c.nodes, true, progress); err != nil {
 		t.Fatalf("undo: %v\nstatus: %s", err, c.status(true))
 	}
 	t.Logf("undone with faults in %v:\n%s", time.Since(mid).Round(time.Millisecond), c.status(true))

@@ -61,20 +61,19 @@ func TestHAMoveAndBack(t *testing.T) {
 	time.Sleep(2 * time.Second)
 
 	r := &remote{c: c}
-	snap := hamove.DefaultPaths().ReplayedSnapshot()
 	steps := map[string][2]time.Time{}
 	progress := func(s hamove.NodeStep, out string, took time.Duration, err error) {
 		steps[s.Node+"/"+s.Step] = [2]time.Time{time.Now().Add(-took), time.Now()}
 		t.Logf("%s on %s: %v (err %v)\n%s", s.Step, s.Node, took.Round(time.Millisecond), err, out)
 	}
 	start := time.Now()
-	if err := hamove.Drive(ctx, r, c.nodes, false, snap, progress); err != nil {
+	if err := hamove.Drive(ctx, r, c.nodes, false, progress); err != nil {
 		t.Fatalf("install: %v\nstatus: %s", err, c.status(false))
 	}
 	installed := time.Now()
 	t.Logf("installed in %v; status:\n%s", installed.Sub(start).Round(time.Millisecond), c.status(false))
 	time.Sleep(3 * time.Second)
-	if err := hamove.Drive(ctx, r, c.nodes, true, snap, progress); err != nil {
+	if err := hamove.Drive(ctx, r, c.nodes, true, progress); err != nil {
 		t.Fatalf("undo: %v\nstatus: %s", err, c.status(true))
 	}
 	undone := time.Now()

@@ -46,9 +46,19 @@ func (n *Node) etcdMembers(ctx context.Context) ([]EtcdMember, error) {
 		b, _ := json.Marshal(ms)
 		return ms, staticpod.WriteAtomic(n.Paths.etcdMembersFile(), b, 0o600)
 	}
-	b, rerr := os.ReadFile(n.Paths.etcdMembersFile())
+	saved, rerr := n.savedEtcdMembers()
 	if rerr != nil {
-		return nil, fmt.Errorf("list etcd's members through %s: %w (and none were saved before)", n.Paths.localEtcd(), err)
+		return nil, fmt.Errorf("list etcd's members through %s: %w (and %v)", n.Paths.localEtcd(), err, rerr)
+	}
+	return saved, nil
+}
+
+// savedEtcdMembers is etcd's member list as the last step that read it
+// saved it (undo's steps run while the local member is stopped).
+func (n *Node) savedEtcdMembers() ([]EtcdMember, error) {
+	b, err := os.ReadFile(n.Paths.etcdMembersFile())
+	if err != nil {
+		return nil, fmt.Errorf("no member list was saved before: %w", err)
 	}
 	var saved []EtcdMember
 	if err := json.Unmarshal(b, &saved); err != nil {

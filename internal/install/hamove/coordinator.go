@@ -14,31 +14,21 @@ type Remote interface {
 	// returns its output; an error means the step failed (and was put back,
 	// or is committed and must be rerun: its output says which).
 	Step(ctx context.Context, node string, undo bool, step string) (string, error)
-	// Copy copies the file at path on node from to the same path on node to.
-	Copy(ctx context.Context, from, to, path string) error
 }
 
 // Progress is told about each node step when it ends.
 type Progress func(s NodeStep, out string, took time.Duration, err error)
 
 // Drive runs the move of the control plane of nodes (the first one first)
-// in one direction: Order's steps one at a time, the replay-to snapshot
-// copied to the other nodes before they restore etcd from it (at
-// snapshotPath: Paths.ReplayedSnapshot of the nodes' paths). Every step is
-// idempotent (a step done answers "nothing to do"), so a Drive that stopped
-// (a failed step, the caller killed) is resumed by running it again.
-func Drive(ctx context.Context, r Remote, nodes []string, undo bool, snapshotPath string, progress Progress) error {
+// in one direction: Order's steps one at a time (restore-etcd on the other
+// nodes fetches replay-to's snapshot from the first node itself). Every
+// step is idempotent (a step done answers "nothing to do"), so a Drive that
+// stopped (a failed step, the caller killed) is resumed by running it again.
+func Drive(ctx context.Context, r Remote, nodes []string, undo bool, progress Progress) error {
 	if len(nodes) < 2 {
 		return fmt.Errorf("an HA move needs at least 2 control-plane nodes, got %d", len(nodes))
 	}
 	for _, s := range Order(nodes, undo) {
-		if s.Step == StepRestoreEtcd && s.Node == nodes[0] {
-			for _, to := range nodes[1:] {
-				if err := r.Copy(ctx, nodes[0], to, snapshotPath); err != nil {
-					return fmt.Errorf("copy the store snapshot %s from %s to %s: %w", snapshotPath, nodes[0], to, err)
-				}
-			}
-		}
 		t0 := time.Now()
 		out, err := r.Step(ctx, s.Node, undo, s.Step)
 		if progress != nil {

@@ -22,6 +22,8 @@ func (n *Node) cutbackPlan() *install.Plan {
 			Do: n.restoreClusterConfigDo, Undo: n.recordStoreDo},
 		{Name: "cutback", Commit: true, Impact: "writes pause (held, not failed) while etcd applies the store's last revision; the store becomes a mirror of etcd again and forwards writes to it",
 			Do: n.transition("cutback")},
+		{Name: "stop-serving", Impact: "none: the server of replay-to's snapshot stops (etcd's members are restored)",
+			Do: n.stopServingDo},
 	}}
 }
 

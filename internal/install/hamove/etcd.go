@@ -123,17 +123,15 @@ func (n *Node) startEtcdDo(ctx context.Context) error {
 }
 
 // replayedSnapshot is the store snapshot replay-to saves; restore-etcd on
-// every node reads it at the same path (the coordinator copies it there).
+// every node reads it at the same path (the other nodes fetch it there).
 func (p Paths) replayedSnapshot() string { return filepath.Join(p.stepDir(StepReplayTo), "store.db") }
-
-// ReplayedSnapshot is where replay-to leaves the store's snapshot, and
-// where restore-etcd reads it by default.
-func (p Paths) ReplayedSnapshot() string { return p.replayedSnapshot() }
 
 func (n *Node) replayToPlan() *install.Plan {
 	return &install.Plan{Op: StepReplayTo, Steps: []install.Step{
 		{Name: "snapshot-store", Impact: "none: a snapshot of the store (etcd's format) is saved; etcd's members are restored from it",
 			Do: n.snapshotStoreDo},
+		{Name: "serve-snapshot", Impact: "none: the snapshot is served (HTTPS, etcd's peer certificates both ways) on this node's address, port " + n.Paths.SnapshotPort + ", to the other nodes' restore-etcd, until cutback",
+			Do: n.serveSnapshotDo, Undo: n.stopServingDo},
 		{Name: "replay-to", Impact: "none: the store records that it replays its changes after the snapshot onto etcd (it waits until etcd's members are restored); compaction waits meanwhile",
 			Do: n.replayToDo, Undo: n.replayStopDo},
 	}}
@@ -243,7 +241,7 @@ func (n *Node) replayToDo(ctx context.Context) error {
 	if _, err := a.ReplayTo(cctx, api.ReplayToRequest{Target: n.etcdPeer(ms), Revision: rec.Revision}); err != nil {
 		return fmt.Errorf("replay-to: %w", err)
 	}
-	fmt.Fprintf(n.Out, "  the store replays onto etcd from revision %d; copy %s to the same path on every control-plane node, then run `quantykube undo store --ha %s` on each\n", rec.Revision, rec.Snapshot, StepRestoreEtcd)
+	fmt.Fprintf(n.Out, "  the store replays onto etcd from revision %d; run `quantykube undo store --ha %s` on every control-plane node (each fetches %s from here)\n", rec.Revision, StepRestoreEtcd, rec.Snapshot)
 	return nil
 }
 
@@ -261,6 +259,8 @@ func (n *Node) replayStopDo(ctx context.Context) error {
 
 func (n *Node) restoreEtcdPlan() *install.Plan {
 	return &install.Plan{Op: StepRestoreEtcd, Steps: []install.Step{
+		{Name: "fetch-snapshot", Impact: "none: replay-to's snapshot is fetched from the node that serves it, unless it is here already (or --snapshot names one)",
+			Do: n.fetchSnapshotDo, Undo: n.unfetchSnapshotDo},
 		{Name: "restore", Impact: "none for clients: the local etcd member's data dir is set aside (kept) and restored from the store's snapshot with etcd's member names, peer URLs and token",
 			Do: n.restoreEtcdDo, Undo: n.unrestoreEtcdDo},
 		{Name: "start-etcd", Impact: "none for clients: etcd's manifest goes back; the member starts, and once a quorum is restored the store's replay reaches etcd",
@@ -285,21 +285,46 @@ func (n *Node) restoreEtcdPreflight(ctx context.Context) error {
 	if listening(n.Paths.localEtcdAddr()) {
 		return fmt.Errorf("etcd runs on this node (%s answers); restore-etcd restores a stopped member: run `quantykube undo store --ha %s` here first", n.Paths.localEtcdAddr(), StepStopEtcd)
 	}
-	if _, err := os.Stat(n.snapshotFile()); err != nil {
-		return fmt.Errorf("the store's snapshot %s is not on this node: copy it from the node that ran replay-to (same path), or pass --snapshot", n.snapshotFile())
-	}
-	rev, err := n.snapshotRevision(ctx, n.snapshotFile())
-	if err != nil {
-		return err
-	}
 	st, err := n.mirrorStatus(ctx)
 	if err != nil {
 		return err
 	}
-	if st.Mode != api.ReplayingTo || st.Since != rev {
-		return fmt.Errorf("the store is in mode %s from revision %d, the snapshot is at %d: restore etcd from the snapshot replay-to saved (rerun `quantykube undo store --ha %s` on its node if it was not)", st.Mode, st.Since, rev, StepReplayTo)
+	if st.Mode != api.ReplayingTo {
+		return fmt.Errorf("the store is in mode %s, not replaying onto etcd: run `quantykube undo store --ha %s` on the first node first", st.Mode, StepReplayTo)
+	}
+	have, err := n.haveSnapshot(ctx, st.Since)
+	if err != nil || have {
+		return err
+	}
+	// The fetch step downloads it and checks its revision.
+	if _, err := n.findSnapshotSource(ctx); err != nil {
+		return fmt.Errorf("the store's snapshot is not on this node and no control-plane node serves it (%v): rerun `quantykube undo store --ha %s` on the node that ran it, or copy %s from there", err, StepReplayTo, n.snapshotFile())
 	}
 	return nil
+}
+
+// haveSnapshot reports whether the snapshot restore-etcd reads is here at
+// the revision the store replays from. A file at another revision is
+// refused, except one fetched earlier (from a replay-to run since rerun):
+// that one the fetch replaces.
+func (n *Node) haveSnapshot(ctx context.Context, want int64) (bool, error) {
+	if _, err := os.Stat(n.snapshotFile()); err != nil {
+		if n.Snapshot != "" {
+			return false, fmt.Errorf("the snapshot %s (--snapshot) cannot be read: %v", n.Snapshot, err)
+		}
+		return false, nil
+	}
+	rev, err := n.snapshotRevision(ctx, n.snapshotFile())
+	if err != nil {
+		return false, err
+	}
+	if rev == want {
+		return true, nil
+	}
+	if own, _ := n.Done(StepReplayTo); n.Snapshot == "" && !own {
+		return false, nil
+	}
+	return false, fmt.Errorf("the store replays from revision %d, the snapshot %s is at %d: restore etcd from the snapshot replay-to saved (rerun `quantykube undo store --ha %s` on its node if it was not)", want, n.snapshotFile(), rev, StepReplayTo)
 }
 
 func (p Paths) asideFile() string { return filepath.Join(p.stepDir(StepRestoreEtcd), "aside.path") }

@@ -242,18 +242,34 @@ func TestMoveAndBack(t *testing.T) {
 			t.Fatalf("replay-to rolled back: mode %v, want owner", st)
 		}
 	})
+	// The second node fetches the snapshot from the first node's server
+	// (after a failure that puts the fetched file back); the third is given
+	// the first node's file with --snapshot.
 	snap := r.nodes[0].Paths.replayedSnapshot()
+	if !r.units.running(r.nodes[0].Paths.SnapshotUnit) {
+		t.Fatalf("replay-to is done but its snapshot server (unit %s) does not run", r.nodes[0].Paths.SnapshotUnit)
+	}
+	r.nodes[2].Snapshot = snap
 	for i := range r.nodes {
 		r.wantNext(true, i, StepRestoreEtcd)
-		r.nodes[i].Snapshot = snap
 		if i == 1 {
-			r.runFailing(i, StepRestoreEtcd, "start-etcd", func() {})
+			r.runFailing(i, StepRestoreEtcd, "start-etcd", func() {
+				if _, err := os.Stat(r.nodes[i].Paths.replayedSnapshot()); err == nil {
+					t.Fatalf("restore-etcd rolled back, but the snapshot it fetched is still in place")
+				}
+			})
 			continue
 		}
 		r.run(i, StepRestoreEtcd)
 	}
+	if _, err := os.Stat(r.nodes[1].Paths.replayedSnapshot()); err != nil {
+		t.Fatalf("restore-etcd on the second node did not fetch the snapshot: %v", err)
+	}
 	r.wantNext(true, 0, StepCutback)
 	r.run(0, StepCutback)
+	if r.units.running(r.nodes[0].Paths.SnapshotUnit) {
+		t.Fatalf("the snapshot server (unit %s) still runs after cutback", r.nodes[0].Paths.SnapshotUnit)
+	}
 	back := r.nodes[0].LastPause
 	t.Logf("cut-back at revision %d, writes held %v", back.Revision, back.Duration)
 	for i := range r.nodes {

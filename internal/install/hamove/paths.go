@@ -26,6 +26,11 @@ type Paths struct {
 	ClientPort string
 	// PeerPort is the store members' peer port on the node's address.
 	PeerPort string
+	// SnapshotPort is where the node that ran replay-to serves its snapshot
+	// to the others' restore-etcd (on the node's address), and SnapshotUnit
+	// the server's systemd unit.
+	SnapshotPort string
+	SnapshotUnit string
 	// MetricsURL serves the member's /health.
 	MetricsURL string
 	// Unit is the store member's systemd unit.
@@ -41,6 +46,7 @@ func DefaultPaths() Paths {
 	p := storemove.DefaultPaths()
 	p.StateDir = "/var/lib/quantykube/install/store-ha"
 	return Paths{Paths: p, Etcdutl: "/usr/local/bin/etcdutl", ClientPort: "2479", PeerPort: "2480",
+		SnapshotPort: "2481", SnapshotUnit: "quantykube-store-ha-snapshot",
 		MetricsURL: storemove.StoreMetricsURL, Unit: storemove.UnitName, Loopback: "127.0.0.1"}
 }
 

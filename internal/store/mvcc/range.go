@@ -23,7 +23,7 @@ import (
 // (commitPipeline.publish runs before the sync wait), so a snapshot taken
 // during a commit may hold a revision a crash would lose — and a later
 // write would then reuse its number for other data. Reading m/rev from such
-// a snapshot (this function's fallback until stop 21) could hand that
+// a snapshot (this function's fallback until 2026-12-03) could hand that
 // revision out; waiting costs a reader at most one group's fsync.
 func (s *Store) readView() (*pebble.Snapshot, int64, error) {
 	for {
