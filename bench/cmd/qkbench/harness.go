@@ -40,7 +40,7 @@ func (h *harness) expectAll(kinds []string) {
 			h.res.Expect(wlKube, k)
 		}
 		if h.want("keyspace") {
-			for _, w := range []string{wlCreate, wlUpdate, wlKeyspace} {
+			for _, w := range []string{wlCreate, wlListWrites, wlUpdate, wlKeyspace} {
 				h.res.Expect(w, k)
 			}
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/quantyroot/quantykube/bench/internal/etcdbench"
 	"github.com/quantyroot/quantykube/bench/internal/report"
@@ -15,6 +16,8 @@ type params struct {
 	ConfigMaps, KubeClients, KubeLists          int
 	Keys, KeyWorkers                            int
 	PageSize                                    int64
+	ListWriters                                 int           // writers while the key space is listed in a loop
+	ListWriteFor                                time.Duration // how long they write
 	ValueSize                                   int
 	Failovers                                   int // leader kills per 3-member run
 }
@@ -23,11 +26,13 @@ func paramsFor(quick bool) params {
 	if quick {
 		return params{Put1Total: 500, Put64Total: 5000, TxnTotal: 5000, RangeTotal: 10000,
 			WatchPuts: 100, WatchRate: 100, ConfigMaps: 500, KubeClients: 32, KubeLists: 3,
-			Keys: 5000, KeyWorkers: 64, PageSize: 10000, ValueSize: 1024, Failovers: 2}
+			Keys: 5000, KeyWorkers: 64, PageSize: 10000, ValueSize: 1024, Failovers: 2,
+			ListWriters: 16, ListWriteFor: 3 * time.Second}
 	}
 	return params{Put1Total: 5000, Put64Total: 50000, TxnTotal: 50000, RangeTotal: 100000,
 		WatchPuts: 1000, WatchRate: 100, ConfigMaps: 10000, KubeClients: 32, KubeLists: 5,
-		Keys: 100000, KeyWorkers: 64, PageSize: 10000, ValueSize: 1024, Failovers: 5}
+		Keys: 100000, KeyWorkers: 64, PageSize: 10000, ValueSize: 1024, Failovers: 5,
+		ListWriters: 16, ListWriteFor: 10 * time.Second}
 }
 
 // rangeKey is the key the range workload reads (1 KiB value, written first).
@@ -66,6 +71,9 @@ const (
 	wlCreate   = "create txn (apiserver's shape), 64 clients"
 	wlUpdate   = "update txn (apiserver's shape), 64 clients"
 	wlKeyspace = "key space"
+	// wlListWrites: update txns while one client lists the whole key space
+	// in a loop (keyspace.WritesDuringLists).
+	wlListWrites = "update txn while a full LIST runs every 10 ms, 16 clients"
 )
 
 func targets() []report.Target {
@@ -79,6 +87,7 @@ func targets() []report.Target {
 		{Text: "full paged range of the key space ≤ ½ etcd's time", Workload: wlKeyspace, Metric: "full paged range", Other: "etcd", Factor: 0.5},
 		{Text: "RangeStream of the key space ≤ ½ etcd's paged range", Workload: wlKeyspace, Metric: metricStream, Other: "etcd", Factor: 0.5},
 		{Text: "RSS after loading ≤ ½ etcd's", Workload: wlKeyspace, Metric: "RSS after loading", Other: "etcd", Factor: 0.5},
+		{Text: "writes while a full LIST runs every 10 ms ≥ etcd's", Workload: wlListWrites, Metric: "throughput", Other: "etcd", Factor: 1},
 		{Text: "writes (put@64) ≥ 20× kine's", Workload: "put, 64 clients", Metric: "throughput", Other: "kine", Factor: 20},
 		{Text: "writes (create txn @64) ≥ 20× kine's", Workload: wlCreate, Metric: "throughput", Other: "kine", Factor: 20},
 		{Text: "creates through the apiserver ≥ 1.5× etcd", Workload: wlKube, Metric: "creates", Other: "etcd", Factor: 1.5},

@@ -184,6 +184,16 @@ func (h *harness) runKeyspace(ctx context.Context, kind string, s *server.Server
 	add(wlKeyspace, metricStream, "ms", report.Lower, ms(stream))
 	slog.Info("key space read", "store", kind, "paged", paged, "stream", stream, "rss_mib", int(mib(rss)))
 
+	lw, err := keyspace.WritesDuringLists(ctx, c, revs, h.p.ValueSize, h.p.ListWriters, h.p.PageSize, h.p.ListWriteFor)
+	if err != nil {
+		return err
+	}
+	add(wlListWrites, "throughput", "writes/s", report.Higher, lw.Writes.PerSecond())
+	add(wlListWrites, "p99", "ms", report.Lower, ms(lw.Writes.P99))
+	add(wlListWrites, "full LISTs", "lists/s", report.Higher, float64(lw.Lists)/lw.Writes.Elapsed.Seconds())
+	add(wlListWrites, "full LIST (mean)", "ms", report.Lower, ms(lw.ListMean))
+	slog.Info("writes during lists", "store", kind, "writes_s", int(lw.Writes.PerSecond()), "p99", lw.Writes.P99, "lists", lw.Lists, "list_mean", lw.ListMean)
+
 	cpu = h.cpuMeter(s, add)
 	us, err := keyspace.Update(ctx, c, revs, h.p.ValueSize, h.p.KeyWorkers)
 	if err != nil {
