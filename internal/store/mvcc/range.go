@@ -134,9 +134,10 @@ type scanSpec struct {
 var errStopScan = errors.New("mvcc: scan stopped")
 
 // scan returns the key-values sp asks for and the number of keys in the
-// range. At the current revision with an index, the count comes from the
-// index: a count-only range reads nothing from pebble, and a range with a
-// limit reads only the key-values it returns.
+// range. With an index, the count comes from it: at the current revision
+// directly, so a count-only range reads no values and a range with a limit
+// reads only the key-values it returns; below it from the current state and
+// the changes since (rangeAt), which reads each changed key's history once.
 func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, error) {
 	live := sp.rev == sp.cur
 	if live && sp.index != nil && (sp.countOnly || sp.limit > 0) {
@@ -146,6 +147,11 @@ func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, e
 		}
 		kvs, _, err := s.scan(r, scanSpec{key: sp.key, end: sp.end, rev: sp.rev, cur: sp.cur, limit: sp.limit, keysOnly: sp.keysOnly, stop: true})
 		return kvs, count, err
+	}
+	if !live && !sp.stop {
+		if kvs, count, ok, err := s.rangeAt(r, sp); err != nil || ok {
+			return kvs, count, err
+		}
 	}
 	var kvs []*mvccpb.KeyValue
 	var count int64
