@@ -8,7 +8,9 @@
 # so `quantykube version` in the image always says its tag). Prints OUT on stdout; progress on stderr.
 #
 # The image: one layer (scripts/mkimage) with /usr/local/bin/quantykube (CGO_ENABLED=0, -trimpath, so
-# it needs no libc), a minimal /etc/passwd and /etc/group, entrypoint /usr/local/bin/quantykube, linux/amd64.
+# it needs no libc), /usr/local/bin/etcdutl (etcd's, of the etcd version kubeadm's clusters run, static,
+# built by scripts/deps.sh: the operator puts it on the control planes for the HA undo, ADR 202), a
+# minimal /etc/passwd and /etc/group, entrypoint /usr/local/bin/quantykube, linux/amd64.
 # Equal trees give byte-equal archives (entries dated at epoch, sorted), so callers may cache by content.
 # Load it with `ctr -n k8s.io images import OUT` (named by io.containerd.image.name), or serve it with
 # the kubeadm harness's registry; `skopeo copy oci-archive:OUT docker://...` publishes it.
@@ -46,8 +48,10 @@ trap 'rm -rf "$tmp"' EXIT
 (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/quantykube" ./cmd/quantykube) ||
   die "go build ./cmd/quantykube failed (see above)"
 (cd "$ROOT" && CGO_ENABLED=0 go build -o "$tmp/mkimage" ./scripts/mkimage) || die "go build ./scripts/mkimage failed (see above)"
+etcdutl=$("$ROOT/scripts/deps.sh" path etcdutl) ||
+  die "scripts/deps.sh path etcdutl failed (see above): the image carries etcd's etcdutl for the HA undo"
 "$tmp/mkimage" -format oci -out "$out" -tag "$tag" -entrypoint /usr/local/bin/quantykube \
-  -add "$tmp/quantykube:/usr/local/bin/quantykube" 2>"$tmp/mkimage.log" ||
+  -add "$tmp/quantykube:/usr/local/bin/quantykube" -add "$etcdutl:/usr/local/bin/etcdutl" 2>"$tmp/mkimage.log" ||
   die "mkimage failed: $(cat "$tmp/mkimage.log")"
 printf 'image.sh: %s (%s, OCI archive, %s)\n' "$tag" "$out" "$(du -h "$out" | cut -f1)" >&2
 echo "$out"

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -145,7 +146,7 @@ func (n *Node) replayToPreflight(ctx context.Context) error {
 	if st.Mode != api.Owner {
 		return fmt.Errorf("the store is in mode %s, not the owner: replay-to comes after the cut-over and stop-etcd", st.Mode)
 	}
-	if err := n.checkEtcdutl(); err != nil {
+	if err := n.checkEtcdutl(ctx); err != nil {
 		return err
 	}
 	ms, err := n.etcdMembers(ctx)
@@ -161,11 +162,55 @@ func (n *Node) replayToPreflight(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) checkEtcdutl() error {
+// checkEtcdutl refuses an etcdutl that is missing, or of another etcd
+// minor version than the cluster's etcd (its image's tag, in the manifest
+// stop-etcd saved): a snapshot restored by another minor version's etcdutl
+// may not open in the cluster's etcd.
+func (n *Node) checkEtcdutl(ctx context.Context) error {
 	if _, err := exec.LookPath(n.Paths.Etcdutl); err != nil {
-		return fmt.Errorf("etcdutl not found at %s (%v): copy etcd's etcdutl, of the cluster's etcd version, there or pass --etcdutl", n.Paths.Etcdutl, err)
+		return fmt.Errorf("etcdutl not found at %s (%v): copy etcd's etcdutl, of the cluster's etcd version, there or pass --etcdutl (the operator's image carries one)", n.Paths.Etcdutl, err)
+	}
+	m, err := os.ReadFile(n.Paths.savedEtcdManifest())
+	if err != nil {
+		return nil // stop-etcd's own preflight asks for it
+	}
+	cluster, ok := imageMinor(m)
+	if !ok {
+		return nil // not a version tag: nothing to compare
+	}
+	out, err := exec.CommandContext(ctx, n.Paths.Etcdutl, "version").Output()
+	if err != nil {
+		return fmt.Errorf("%s version: %w", n.Paths.Etcdutl, err)
+	}
+	have, ok := etcdutlMinor(out)
+	if ok && have != cluster {
+		return fmt.Errorf("%s is etcd %s's etcdutl, the cluster runs etcd %s: pass --etcdutl with etcd %s's etcdutl", n.Paths.Etcdutl, have, cluster, cluster)
 	}
 	return nil
+}
+
+var (
+	imageTagRE = regexp.MustCompile(`(?m)^[\s-]*image:\s*"?[^"\s]*:v?(\d+\.\d+)\.\d+`)
+	etcdutlRE  = regexp.MustCompile(`etcdutl version:\s*v?(\d+\.\d+)\.\d+`)
+)
+
+// imageMinor is MAJOR.MINOR of the etcd image a static pod manifest runs
+// (registry.k8s.io/etcd:3.6.5-0 → 3.6).
+func imageMinor(manifest []byte) (string, bool) {
+	m := imageTagRE.FindSubmatch(manifest)
+	if m == nil {
+		return "", false
+	}
+	return string(m[1]), true
+}
+
+// etcdutlMinor is MAJOR.MINOR of `etcdutl version`'s output.
+func etcdutlMinor(out []byte) (string, bool) {
+	m := etcdutlRE.FindSubmatch(out)
+	if m == nil {
+		return "", false
+	}
+	return string(m[1]), true
 }
 
 // replayRecord is what replay-to recorded: the snapshot and its revision.
@@ -276,7 +321,7 @@ func (n *Node) snapshotFile() string {
 }
 
 func (n *Node) restoreEtcdPreflight(ctx context.Context) error {
-	if err := n.checkEtcdutl(); err != nil {
+	if err := n.checkEtcdutl(ctx); err != nil {
 		return err
 	}
 	if _, err := os.Stat(n.Paths.savedEtcdManifest()); err != nil {

@@ -38,6 +38,9 @@ type Runner struct {
 	Log  *slog.Logger
 	// Self is the binary to put on the host (default /proc/self/exe).
 	Self string
+	// Etcdutl is etcd's etcdutl to put on the host for the HA undo's steps
+	// (default ImageEtcdutl; skipped when absent).
+	Etcdutl string
 	// HostCommand runs a command on the host; the default chroots into Root.
 	HostCommand func(ctx context.Context, name string, args ...string) ([]byte, error)
 }
@@ -120,6 +123,9 @@ func (r *Runner) defaults() {
 	if r.Self == "" {
 		r.Self = "/proc/self/exe"
 	}
+	if r.Etcdutl == "" {
+		r.Etcdutl = ImageEtcdutl
+	}
 	if r.HostCommand == nil {
 		r.HostCommand = r.chrootCommand
 	}
@@ -146,6 +152,11 @@ func (r *Runner) start(ctx context.Context) error {
 	}
 	if r.HA != "" {
 		args = append(args, "--ha="+r.HA)
+		eu, err := r.etcdutlArgs()
+		if err != nil {
+			return err
+		}
+		args = append(args, eu...)
 	}
 	if r.Subject == v1.SubjectRuntime {
 		// install runtime's unit runs the binary it is given (it does not

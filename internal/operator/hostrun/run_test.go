@@ -89,7 +89,8 @@ func newRunner(t *testing.T, h *fakeHost, op v1.Operation) *Runner {
 	if err := os.WriteFile(self, []byte("binary"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return &Runner{Target: Target{Subject: v1.SubjectStore, Op: op}, Root: h.root, Self: self, Poll: time.Millisecond, HostCommand: h.command}
+	return &Runner{Target: Target{Subject: v1.SubjectStore, Op: op}, Root: h.root, Self: self, Poll: time.Millisecond, HostCommand: h.command,
+		Etcdutl: filepath.Join(t.TempDir(), "no-etcdutl")}
 }
 
 func record(t *testing.T, j *install.Journal, op v1.Operation, events ...string) {
@@ -361,5 +362,47 @@ func TestRunHAStepHasItsOwnUnitAndJournal(t *testing.T) {
 	}
 	if err := (Target{Subject: v1.SubjectStore, Op: v1.OperationInstall, HA: "leave"}).Validate(); err == nil {
 		t.Error("install store --ha leave validated; want refused (leave is an undo step)")
+	}
+}
+
+// The HA undo's steps get the image's etcdutl on the host (a kubeadm node
+// has etcd only inside its static pod), content-keyed beside this binary;
+// install steps do not, and an image without one leaves the host default.
+func TestHAUndoStepsGetTheImagesEtcdutl(t *testing.T) {
+	h := newFakeHost(t)
+	path := filepath.Join(h.root, "var/lib/quantykube/install/store-ha/restore-etcd/journal.jsonl")
+	h.onStart = func(*install.Journal) {
+		j, err := install.OpenJournal(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		record(t, j, v1.OperationUndo, install.EventBegin, install.EventEnd, install.EventDone)
+	}
+	r := newRunner(t, h, v1.OperationUndo)
+	r.HA = "restore-etcd"
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.started) != 1 || strings.Contains(h.started[0], "--etcdutl") {
+		t.Fatalf("units %v; want one, without --etcdutl (the image has none)", h.started)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	r.Etcdutl = filepath.Join(t.TempDir(), "etcdutl")
+	if err := os.WriteFile(r.Etcdutl, []byte("etcd's etcdutl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	args := h.started[len(h.started)-1]
+	i := strings.Index(args, "--etcdutl="+BinaryDir+"/etcdutl-")
+	if i < 0 || !strings.Contains(args, " undo store --ha=restore-etcd ") {
+		t.Fatalf("systemd-run args %q; want undo store --ha=restore-etcd --etcdutl=%s/etcdutl-<hash>", args, BinaryDir)
+	}
+	hostBin := strings.Fields(args[i+len("--etcdutl="):])[0]
+	if b, err := os.ReadFile(filepath.Join(h.root, hostBin)); err != nil || string(b) != "etcd's etcdutl" {
+		t.Errorf("the host's %s: %q, %v; want the image's etcdutl", hostBin, b, err)
 	}
 }
