@@ -94,12 +94,18 @@ func (w *rvWatcher) watchOnce(ctx context.Context) (gone bool) {
 	w.reopened++
 	w.mu.Unlock()
 	wi, err := w.watch(ctx, from)
+	if ctx.Err() != nil {
+		return false // stopped: what it says now is the stop's doing
+	}
 	if err != nil {
 		w.fail(err)
 		return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 	}
 	defer wi.Stop()
 	for ev := range wi.ResultChan() {
+		if ctx.Err() != nil {
+			return false
+		}
 		if ev.Type == watch.Error {
 			err := apierrors.FromObject(ev.Object)
 			w.fail(err)
@@ -144,7 +150,9 @@ func (w *rvWatcher) relist(ctx context.Context, first bool) error {
 	defer cancel()
 	rvs, items, err := w.list(lctx)
 	if err != nil {
-		w.fail(err)
+		if ctx.Err() == nil {
+			w.fail(err)
+		}
 		return err
 	}
 	rv, err := strconv.ParseInt(rvs, 10, 64)
@@ -213,7 +221,7 @@ func (w *rvWatcher) missed(acks []ack) (missed []ack, excused int) {
 func (w *rvWatcher) summary() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	s := fmt.Sprintf("%s: %d events up to resourceVersion %d, watch opened %d times, %d relists, %d errors", w.what, w.events, w.last, w.reopened, len(w.relists), w.errors)
+	s := fmt.Sprintf("%s: %d events up to resourceVersion %d, the watch opened again %d times after it ended, %d relists, %d errors", w.what, w.events, w.last, w.reopened-1, len(w.relists), w.errors)
 	if w.firstErr != "" {
 		s += " (first: " + w.firstErr + ")"
 	}
