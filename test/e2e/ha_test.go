@@ -51,10 +51,13 @@ func TestOperatorHA(t *testing.T) {
 	ok := t.Run("move", func(t *testing.T) {
 		f := h.follow(t, v1.PhaseMoved, 20*time.Minute, false)
 		t.Logf("figure: Moved in %.0fs (the store's HA move on %d control planes, its leader killed once)", f.took.Seconds(), len(h.cps))
-		select {
-		case <-killed:
-		default:
+		if _, seen := tl.span(killKey); !seen {
 			t.Fatalf("the move ended before %s was seen running: the store's leader was never killed", killKey)
+		}
+		select { // the kill's own waits are bounded (killLeader)
+		case <-killed:
+		case <-time.After(3 * leaderKillTimeout):
+			t.Fatalf("the leader kill begun at %s has not ended after %v", killKey, 3*leaderKillTimeout)
 		}
 		if kill.err != nil {
 			t.Errorf("the leader kill: %v", kill.err)
