@@ -20,7 +20,9 @@
 #   scripts/kubeadm.sh move               the datastore moved onto quantykube store and back, with faults (test/move)
 #   scripts/kubeadm.sh node               a node's runtime moved onto quantykube runtime and back, with faults (test/noderuntime)
 #   scripts/kubeadm.sh e2e                the operator moves the store and a worker and back, killed at every
-#                                         step; then a worker that cannot finish (test/e2e; needs up --workers 1)
+#                                         step; then a worker that cannot finish (test/e2e; needs up --workers 1);
+#                                         on up --control-planes 3 --workers 1: the store's HA move and undo with
+#                                         the API in use through the load balancer, its leader killed (TestOperatorHA)
 #   scripts/kubeadm.sh demo               up (if no cluster), then the operator's move and undo, readable
 #   scripts/kubeadm.sh ha                 API availability through the load balancer while each API server
 #                                         restarts in turn (test/ha; needs up --control-planes 3)

@@ -10,10 +10,15 @@
 #      the 3-member store: test/store's etcdctl, kill -9 and kube-apiserver tests on 3 members (stage 1 runs
 #      the TestCluster* tests: partition, leader kill, membership), and etcd's tests/robustness
 #      traffic (Kubernetes, EtcdPutDeleteLease) and validators with a member SIGKILLed every few seconds
-#   3. the kubeadm harness (scripts/kubeadm.sh, systemd-nspawn nodes): down after a kill -9 of up
-#      halfway, the host compared with a snapshot taken before (test/kubeadm/down_test.sh crash);
-#      stage 4/7's cluster is the "up twice in a row" check (what down_test.sh twice does: up, up
-#      again over the running cluster, smoke, down, host compared), so it costs no cluster of its own
+#   3. the kubeadm harness (scripts/kubeadm.sh, systemd-nspawn nodes) and the operator's HA move, on
+#      one cluster of 3 control planes behind a load balancer and a worker
+#      (test/kubeadm/down_test.sh crash-ha): `up` killed with kill -9 once its nodes booted, `up` again
+#      over the remains (it must complete), smoke, then scripts/kubeadm.sh e2e's TestOperatorHA
+#      (5,000 objects, the store's HA move and undo through the Installation, a Prober, a writer and
+#      watchers on the load balancer, the store's leader killed mid-way, every resourceVersion
+#      compared); down, the host compared with a snapshot taken before; stage 4/7's cluster is the
+#      "up twice in a row" check (what down_test.sh twice does: up, up again over the running
+#      cluster, smoke, down, host compared), so it costs no cluster of its own
 #   5. the runtime: critest v1.37.0 fully offline (scripts/critest.sh), kill -9 and restart of the
 #      runtime with containers running (scripts/critest/restart.sh), a real kubelet on it
 #      (scripts/critest/kubelet.sh)
@@ -80,9 +85,9 @@ if want 2; then
   test/robustness/run.sh --server store --bin "$QK_STORE_BIN"
 fi
 if want 3; then
-  stage "3. kubeadm harness: down after a kill -9 of up; the host unchanged (up twice in a row: stage 4/7)"
+  stage "3. kubeadm harness: up killed with kill -9 and run again over the remains (3 control planes + LB + 1 worker), the operator's HA move and undo (TestOperatorHA), down; the host unchanged (up twice in a row: stage 4/7)"
   use_slot
-  bash test/kubeadm/down_test.sh crash
+  bash test/kubeadm/down_test.sh crash-ha
 fi
 if want 5; then
   stage "5. the runtime: critest offline, restart under load, kubelet"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# down_test.sh [plain|ha|crash|twice]: `down` leaves the host as it found it.
+# down_test.sh [plain|ha|crash|crash-ha|twice]: `down` leaves the host as it found it.
 #
 #   plain (default)  snapshot the host; up; smoke; down; snapshot; compare
 #   ha               the same with up --control-planes 3 --workers 1 (a load
@@ -8,6 +8,11 @@
 #   crash            snapshot; start up, kill -9 it (its whole process group)
 #                    once a node has booted; down; snapshot; compare
 #   twice            snapshot; up; up again; smoke; down; snapshot; compare
+#   crash-ha         snapshot; start up --control-planes 3 --workers 1, kill -9
+#                    it once its nodes booted; up again over the remains (it
+#                    must complete); smoke; the operator's HA e2e
+#                    (scripts/kubeadm.sh e2e: TestOperatorHA); down; snapshot;
+#                    compare. crash's check and an HA cluster's in one up/down.
 #
 # A snapshot (test/kubeadm/snapshot.sh) covers iptables, links, addresses,
 # routes, mounts, network namespaces, sysctls, cgroup trees and node
@@ -46,9 +51,11 @@ twice)
 	step "up again over a running cluster" "$kubeadm_sh" up
 	step "smoke" "$kubeadm_sh" smoke
 	;;
-crash)
+crash | crash-ha)
 	state=${QK_STATE:-${QK_CACHE:-$root/.cache}/kubeadm/state}
-	setsid "$kubeadm_sh" up >"$tmp/up.log" 2>&1 &
+	up_args=()
+	[[ $mode == crash-ha ]] && up_args=(--control-planes 3 --workers 1)
+	setsid "$kubeadm_sh" up "${up_args[@]}" >"$tmp/up.log" 2>&1 &
 	up_pid=$!
 	booted() { compgen -G "$state/nodes/*/console.log" >/dev/null && grep -q 'nodes booted' "$tmp/up.log"; }
 	for _ in $(seq 1 900); do booted && break; kill -0 "$up_pid" 2>/dev/null || break; sleep 1; done
@@ -57,8 +64,13 @@ crash)
 	wait "$up_pid" 2>/dev/null
 	echo "killed up (pid $up_pid) after: $(tail -n 1 "$tmp/up.log")"
 	step "up was killed with nodes running" booted
+	if [[ $mode == crash-ha ]]; then
+		step "up ${up_args[*]} again over the remains of the killed one" "$kubeadm_sh" up "${up_args[@]}"
+		step "smoke" "$kubeadm_sh" smoke
+		step "e2e: the operator's HA move and undo (TestOperatorHA)" "$kubeadm_sh" e2e
+	fi
 	;;
-*) echo "usage: test/kubeadm/down_test.sh [plain|ha|crash|twice]" >&2; exit 2 ;;
+*) echo "usage: test/kubeadm/down_test.sh [plain|ha|crash|crash-ha|twice]" >&2; exit 2 ;;
 esac
 
 step "down" "$kubeadm_sh" down
