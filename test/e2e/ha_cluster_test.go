@@ -111,3 +111,14 @@ func (h *haCluster) hostLine(node, op, step, what string) string {
 	}
 	return strings.TrimSpace(out)
 }
+
+// noHostEtcdutl removes any etcdutl a person (or an earlier harness) put at
+// hamove's default path on the control planes: the undo must run with the
+// one the operator's image carries (hostrun passes it with --etcdutl), as on
+// a kubeadm node, where etcd exists only inside its static pod's image.
+func (h *haCluster) noHostEtcdutl(t *testing.T) {
+	t.Helper()
+	for _, cp := range h.cps {
+		h.MustExec(t, cp, "rm", "-f", "/usr/local/bin/etcdutl")
+	}
+}

@@ -37,7 +37,7 @@ func TestOperatorHA(t *testing.T) {
 	}
 	h.fromScratch(t)
 	h.kubectl(t, "", "label", "node", h.worker, v1.RuntimeLabel+"-")
-	h.temporaryInstallEtcdutl(t)
+	h.noHostEtcdutl(t)
 	restarts := h.leaderRestartsAll(t)
 
 	tr := h.startTraffic(t, fmt.Sprintf("qk-e2e-ha-%d", time.Now().Unix()))

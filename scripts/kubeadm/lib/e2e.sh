@@ -14,8 +14,8 @@
 # 1`, a load balancer in front) the default test is TestOperatorHA instead:
 # the store's HA move and its undo with a Prober, a writer and watchers on
 # the load balancer and the store's leader killed mid-way (QK_E2E_RUN
-# selects others). The test also gets the load balancer's name and etcdutl,
-# and the cluster's parameters for `scripts/kubeadm.sh exec`.
+# selects others). The test also gets the load balancer's name and the
+# cluster's parameters for `scripts/kubeadm.sh exec`.
 
 QK_E2E_OBJECTS=${QK_E2E_OBJECTS:-5000}
 
@@ -43,12 +43,10 @@ cmd_e2e() {
 
 # e2e_ha CP W: the e2e of a cluster with a load balancer (see above).
 e2e_ha() {
-	local etcdutl
-	etcdutl=$(QK_CACHE=$QK_CACHE "$QK_ROOT/scripts/deps.sh" path etcdutl) || die "scripts/deps.sh path etcdutl failed"
 	log "e2e: the operator moves the store of every control plane and back, the API in use through $(lb_name) (go test ./test/e2e)"
 	export QK_CLUSTER QK_BRIDGE QK_NODE_NET QK_POD_NET QK_CHAIN QK_STATE QK_CACHE
 	(cd "$QK_ROOT" && QK_E2E_KUBECONFIG=$QK_STATE/kubeconfig QK_E2E_WORKER=$2 QK_E2E_CP=$1 QK_E2E_LB=$(lb_name) \
-		QK_E2E_MANIFEST=$QK_ROOT/deploy/quantykube.yaml QK_E2E_ETCDUTL=$etcdutl \
+		QK_E2E_MANIFEST=$QK_ROOT/deploy/quantykube.yaml \
 		QK_E2E_REQUIRED=true QK_E2E_DEMO=${QK_E2E_DEMO:-false} \
 		go test -count=1 -v -timeout 60m -run "${QK_E2E_RUN:-TestOperatorHA}" ./test/e2e/)
 }
