@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
 	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.uber.org/zap"
@@ -110,14 +112,9 @@ func (r *Replica) restart() error {
 	}
 	walsnap := walSnap(snapshot.GetMetadata())
 	walsnap.ConfState = nil
-	w, err := wal.Open(r.zlog, r.cfg.walDir(), walsnap)
+	w, meta, hs, ents, err := r.openWAL(walsnap)
 	if err != nil {
-		return walError(r.cfg.walDir(), err)
-	}
-	meta, hs, ents, err := w.ReadAll()
-	if err != nil {
-		w.Close()
-		return walError(r.cfg.walDir(), err)
+		return err
 	}
 	md := &pb.Metadata{}
 	if err := proto.Unmarshal(meta, md); err != nil {
@@ -266,6 +263,34 @@ func (r *Replica) createWAL(snapshot *raftpb.Snapshot) error {
 	}
 	_ = r.storage.ApplySnapshot(snapshot)
 	return r.storage.SetHardState(hs)
+}
+
+// openWAL opens the WAL at walsnap and reads it. A WAL whose last record
+// is torn (a kill -9 or a crash in the middle of a write: io.ErrUnexpectedEOF)
+// is repaired once, as etcd does: the torn record is cut off. It was never
+// fsynced, so nothing that depended on it — a vote, an append answered to
+// the leader, an applied entry — was ever acknowledged. Any other error, or
+// a WAL still unreadable after one repair, is damage (walError).
+func (r *Replica) openWAL(walsnap *walpb.Snapshot) (*wal.WAL, []byte, *raftpb.HardState, []*raftpb.Entry, error) {
+	dir := r.cfg.walDir()
+	for repaired := false; ; repaired = true {
+		w, err := wal.Open(r.zlog, dir, walsnap)
+		if err != nil {
+			return nil, nil, nil, nil, walError(dir, err)
+		}
+		meta, hs, ents, err := w.ReadAll()
+		if err == nil {
+			return w, meta, hs, ents, nil
+		}
+		w.Close()
+		if repaired || !errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, nil, nil, nil, walError(dir, err)
+		}
+		if !wal.Repair(r.zlog, dir) {
+			return nil, nil, nil, nil, walError(dir, fmt.Errorf("%w (and cutting off its torn last record failed)", err))
+		}
+		r.log.Warn("raft WAL ended in a torn record (a crash in the middle of a write); cut it off", "dir", dir)
+	}
 }
 
 // walError names a WAL that cannot be read and what to do about it.
