@@ -37,6 +37,11 @@ func TestOperatorHA(t *testing.T) {
 	}
 	h.fromScratch(t)
 	h.kubectl(t, "", "label", "node", h.worker, v1.RuntimeLabel+"-")
+	runtimeNodes := h.haRuntimeNodes(t)
+	for _, n := range runtimeNodes {
+		h.kubectl(t, "", "label", "node", n, v1.RuntimeLabel+"="+v1.RuntimeLabelValue, "--overwrite")
+	}
+	cordons := h.watchCordons(t)
 	h.noHostEtcdutl(t)
 	restarts := h.leaderRestartsAll(t)
 
@@ -64,9 +69,10 @@ func TestOperatorHA(t *testing.T) {
 		}
 		t.Logf("figure: %v", kill)
 		in := f.in
-		if in.Status.Store != v1.PhaseMoved || in.Status.HA == nil || in.Status.HA.InstallDone != haInstallSteps || len(in.Status.Nodes) != 0 {
-			t.Errorf("status after the move: store %q, ha %+v, nodes %+v; want Moved, %d install steps done, no node", in.Status.Store, in.Status.HA, in.Status.Nodes, haInstallSteps)
+		if in.Status.Store != v1.PhaseMoved || in.Status.HA == nil || in.Status.HA.InstallDone != haInstallSteps || len(in.Status.Nodes) != len(runtimeNodes) {
+			t.Errorf("status after the move: store %q, ha %+v, nodes %+v; want Moved, %d install steps done, %d node(s)", in.Status.Store, in.Status.HA, in.Status.Nodes, haInstallSteps, len(runtimeNodes))
 		}
+		h.checkRuntimes(t, in, runtimeNodes, "quantykube", v1.NodeStateMoved)
 		h.apiServersOn(t, "after the move", true)
 		h.sameVersions(t, "after the move", want)
 		if rt := h.runtimeOf(t, h.worker); rt != "containerd" {
@@ -83,9 +89,17 @@ func TestOperatorHA(t *testing.T) {
 		}
 		h.apiServersOn(t, "after the undo", false)
 		h.sameVersions(t, "after the undo", want)
+		h.checkRuntimes(t, f.in, runtimeNodes, "containerd", v1.NodeStateUndone)
 		h.pauseFigure(t, tr, tl, haKey(v1.OperationUndo, "cutback", h.cps[0]), "cutback", "cut-back")
 	})
 	tl.Stop()
+	cordons.stop()
+	if cordons.most > 1 {
+		t.Errorf("%d control planes were cordoned at once (%v); the operator moves one node at a time", cordons.most, cordons.at)
+	}
+	if len(runtimeNodes) > 0 {
+		t.Logf("figure: the runtime of %v moved and back, at most %d control plane cordoned at once", runtimeNodes, cordons.most)
+	}
 	tr.check(t)
 	h.logSteps(t, tl, tr)
 	t.Logf("figure: kube-controller-manager and kube-scheduler restarted %d times on the %d control planes across the run (lost leases)", h.leaderRestartsAll(t)-restarts, len(h.cps))
