@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
@@ -23,4 +24,12 @@ func (c *Config) validateMemory() error {
 		return fmt.Errorf("--memory-limit-bytes %d is negative; pass 0 (no limit) or a size in bytes", c.MemoryLimitBytes)
 	}
 	return nil
+}
+
+// storeOptions are the engine's options from the flags.
+func (c *Config) storeOptions(log *slog.Logger) mvcc.Options {
+	return mvcc.Options{
+		NoSync: c.UnsafeNoFsync, Logger: log, Replicated: c.Clustered(),
+		CacheSize: c.CacheBytes, MemTableSize: c.MemTableBytes,
+	}
 }

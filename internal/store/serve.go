@@ -66,7 +66,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 	defer closeAll(metricsLns)
 
 	applyMemoryLimit(cfg.MemoryLimitBytes, log)
-	st, err := mvcc.Open(cfg.DataDir, mvcc.Options{NoSync: cfg.UnsafeNoFsync, Logger: log, CacheSize: cfg.CacheBytes, MemTableSize: cfg.MemTableBytes, Replicated: cfg.Clustered()})
+	st, err := mvcc.Open(cfg.DataDir, cfg.storeOptions(log))
 	if err != nil {
 		return err
 	}
