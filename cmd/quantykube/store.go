@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quantyroot/quantykube/internal/store"
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
 func newStoreCommand() *cobra.Command {
@@ -53,7 +54,9 @@ with etcd's raft (WAL, snapshots and peer transport are etcd's).`,
 	f.IntVar(&cfg.MaxRequestBytes, "max-request-bytes", 1536*1024, "largest request accepted, in bytes")
 	f.IntVar(&cfg.MaxTxnOps, "max-txn-ops", 128, "most operations in one txn branch")
 	f.Int64Var(&cfg.QuotaBackendBytes, "quota-backend-bytes", 0, "reported backend quota in bytes (0: none; pebble needs no defragmentation)")
-	f.Int64Var(&cfg.CacheBytes, "cache-bytes", 64<<20, "block cache size in bytes")
+	f.Int64Var(&cfg.CacheBytes, "cache-bytes", mvcc.DefaultCacheSize, "block cache for data blocks, in bytes (pebble's memtables come on top: at most 3 × --memtable-bytes)")
+	f.Int64Var(&cfg.MemTableBytes, "memtable-bytes", mvcc.DefaultMemTableSize, "size of one memtable, in bytes: pebble holds up to 3 (one filling, one flushing, one kept for reuse); larger means fewer flushes and more memory")
+	f.Int64Var(&cfg.MemoryLimitBytes, "memory-limit-bytes", 0, "Go's soft memory limit in bytes (0: GOMEMLIMIT or none); without cgo it covers pebble's memtables and cache too")
 	f.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve Go's profiler under /debug/pprof on the metrics URLs")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	// Clustering, with etcd's names and meanings. Without --listen-peer-urls

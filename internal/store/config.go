@@ -31,6 +31,9 @@ type Config struct {
 	MaxTxnOps           int
 	QuotaBackendBytes   int64
 	CacheBytes          int64
+	MemTableBytes       int64
+	// MemoryLimitBytes is Go's soft memory limit (0: GOMEMLIMIT or none).
+	MemoryLimitBytes int64
 	// EnablePprof serves /debug/pprof on the metrics listeners (etcd's --enable-pprof).
 	EnablePprof bool
 	// Cluster holds etcd's clustering flags; with --listen-peer-urls (or
@@ -87,6 +90,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRequestBytes < 0 || c.MaxTxnOps < 0 {
 		return errors.New("--max-request-bytes and --max-txn-ops must not be negative")
+	}
+	if err := c.validateMemory(); err != nil {
+		return err
 	}
 	if !c.Clustered() {
 		if _, err := os.Stat(replica.RaftDir(c.DataDir)); err == nil {

@@ -47,7 +47,7 @@ func newMetrics(st *mvcc.Store) *metrics {
 	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "quantykube_store_disk_size_bytes", Help: "Bytes the data dir uses on disk.",
 	}, func() float64 { t, _ := st.Size(); return float64(t) })
-	m.reg.MustRegister(m.requests, m.latency, rev, compacted, size,
+	m.reg.MustRegister(m.requests, m.latency, rev, compacted, size, newMemoryCollector(st),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -65,7 +65,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 	}
 	defer closeAll(metricsLns)
 
-	st, err := mvcc.Open(cfg.DataDir, mvcc.Options{NoSync: cfg.UnsafeNoFsync, Logger: log, CacheSize: cfg.CacheBytes, Replicated: cfg.Clustered()})
+	applyMemoryLimit(cfg.MemoryLimitBytes, log)
+	st, err := mvcc.Open(cfg.DataDir, cfg.storeOptions(log))
 	if err != nil {
 		return err
 	}

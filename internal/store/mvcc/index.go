@@ -122,6 +122,14 @@ func (x *liveIndex) publish(rev int64) {
 	x.dirty = false
 }
 
+// len is the number of keys in the published view (0 before the first).
+func (x *liveIndex) len() int {
+	if v := x.view.Load(); v != nil {
+		return v.tree.Len()
+	}
+	return 0
+}
+
 // viewAt returns the published view if it is at rev, else nil.
 func (x *liveIndex) viewAt(rev int64) *indexView {
 	if v := x.view.Load(); v != nil && v.rev == rev {

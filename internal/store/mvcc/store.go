@@ -27,8 +27,14 @@ type Options struct {
 	NoSync bool
 	// MaxBatch bounds the number of requests committed with one fsync.
 	MaxBatch int
-	// CacheSize is pebble's block cache in bytes.
+	// CacheSize is the block cache for sstable blocks, in bytes
+	// (DefaultCacheSize if 0). Pebble's memtables are reserved on top of it
+	// (sizing.go).
 	CacheSize int64
+	// MemTableSize is the size of one pebble memtable, in bytes
+	// (DefaultMemTableSize if 0); pebble holds up to three (sizing.go). Each
+	// WAL file is preallocated to 110 % of it.
+	MemTableSize int64
 	// MinLeaseTTL is the smallest TTL a granted lease gets, in seconds (etcd: 2).
 	MinLeaseTTL int64
 	// Logger receives the store's structured logs.
@@ -51,7 +57,10 @@ func (o *Options) withDefaults() {
 		o.MaxBatch = 2048
 	}
 	if o.CacheSize <= 0 {
-		o.CacheSize = 64 << 20
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize <= 0 {
+		o.MemTableSize = DefaultMemTableSize
 	}
 	if o.MinLeaseTTL <= 0 {
 		o.MinLeaseTTL = 2
@@ -133,12 +142,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("create data dir %s: %w", dir, err)
 	}
 	popts := &pebble.Options{
-		Cache:              pebble.NewCache(opts.CacheSize),
-		MemTableSize:       64 << 20,
 		Logger:             quietLogger{opts.Logger},
 		FormatMajorVersion: pebble.FormatNewest,
 	}
-	defer popts.Cache.Unref()
+	defer pebbleMemoryOptions(popts, opts).Unref()
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("open data dir %s: %w (if the dir is damaged, restore it from a backup or move it away and re-import)", dir, err)

@@ -1,0 +1,51 @@
+package mvcc
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+func TestPebbleMemoryOptions(t *testing.T) {
+	var popts pebble.Options
+	c := pebbleMemoryOptions(&popts, Options{CacheSize: 8 << 20, MemTableSize: 4 << 20})
+	defer c.Unref()
+	if popts.MemTableSize != 4<<20 || popts.MemTableStopWritesThreshold != memTableStopWrites {
+		t.Fatalf("memtable %d, stop-writes %d", popts.MemTableSize, popts.MemTableStopWritesThreshold)
+	}
+	if got, want := c.MaxSize(), int64(8<<20+3*(4<<20)); got != want {
+		t.Fatalf("pebble cache capacity %d, want %d (blocks plus 3 memtables)", got, want)
+	}
+}
+
+// The block cache must hold blocks once memtables are allocated: pebble
+// reserves memtables from it, and with the sizes before (64 MiB memtables in
+// a 64 MiB cache) it stayed empty however much was read.
+func TestBlockCacheHoldsBlocksBesideMemtables(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{NoSync: true, CacheSize: 4 << 20, MemTableSize: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	v := strings.Repeat("v", 1024)
+	for i := 0; i < 5000; i++ {
+		put(t, s, fmt.Sprintf("/k/%06d", i), v+fmt.Sprint(i))
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Range(context.Background(), &pb.RangeRequest{Key: []byte("/k/"), RangeEnd: []byte("/k0")}); err != nil {
+		t.Fatal(err)
+	}
+	m := s.MemoryStats()
+	if m.BlockCacheBytes == 0 || m.BlockCacheCapacity != 4<<20 || m.IndexKeys != 5000 {
+		t.Fatalf("after a full range: %+v; want blocks cached, capacity 4 MiB, 5000 keys", m)
+	}
+	if m.MemTableBytes > 2<<20 {
+		t.Fatalf("memtables %d bytes, above --memtable-bytes", m.MemTableBytes)
+	}
+}
