@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quantyroot/quantykube/internal/install"
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
@@ -39,6 +40,45 @@ func (n *Node) cutoverPreflight(ctx context.Context) error {
 	} else if started := countStarted(sms); started < len(ms) {
 		return fmt.Errorf("the store has %d started members, etcd %d: run `quantykube install store --ha %s` on the nodes without a member first", started, len(ms), StepJoin)
 	}
+	return n.waitAPIServersOnStore(ctx, len(ms))
+}
+
+// apiServersWait bounds the cut-over preflight's wait for the API server
+// pods to show every API server on the store. They are kubelet's mirror
+// pods: a switch ends when its API server answers on the store, and the
+// node's kubelet deletes the old mirror pod and creates the new one a few
+// seconds later (more on a loaded node), so right after the last switch the
+// API may list one API server fewer, or one still on etcd (CI once, stage
+// 3: the cut-over refused and the move rolled back).
+const apiServersWait = 2 * time.Minute
+
+// waitAPIServersOnStore waits until nodes API server pods run on the store
+// (only reading), at most apiServersWait; then the last reason is the error.
+func (n *Node) waitAPIServersOnStore(ctx context.Context, nodes int) error {
+	var last error
+	said := false
+	err := wait.PollUntilContextTimeout(ctx, time.Second, apiServersWait, true, func(ctx context.Context) (bool, error) {
+		last = n.apiServersOnStore(ctx, nodes)
+		if last != nil && !said {
+			fmt.Fprintf(n.Out, "  waiting up to %v for the API server pods: %v\n", apiServersWait, last)
+			said = true
+		}
+		return last == nil, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case last != nil:
+		return fmt.Errorf("%w (waited %v)", last, apiServersWait)
+	}
+	return err
+}
+
+// apiServersOnStore says why the API server pods do not show nodes API
+// servers all on the store, or nil.
+func (n *Node) apiServersOnStore(ctx context.Context, nodes int) error {
 	on, err := n.APIServers(ctx)
 	if err != nil {
 		return err
@@ -53,8 +93,8 @@ func (n *Node) cutoverPreflight(ctx context.Context) error {
 	if len(left) > 0 {
 		return fmt.Errorf("API servers still on etcd: %s; run `quantykube install store --ha %s` on those nodes first", strings.Join(left, ", "), StepSwitch)
 	}
-	if len(on) < len(ms) {
-		return fmt.Errorf("%d API server pods found for %d control-plane nodes; wait until every API server runs, then retry", len(on), len(ms))
+	if len(on) < nodes {
+		return fmt.Errorf("%d API server pods found for %d control-plane nodes; wait until every API server runs, then retry", len(on), nodes)
 	}
 	return nil
 }
