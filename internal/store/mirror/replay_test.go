@@ -168,7 +168,8 @@ func TestReplayDivergence(t *testing.T) {
 		t.Fatal(err)
 	}
 	asMirror(t, st)
-	// Same revision, different state: refused before anything is applied.
+	// Same revision, different state: refused (the comparison runs beside
+	// the replay; TestReplayStopsWhenItsStartIsFoundDifferent).
 	r := &Replayer{Source: &etcdSource{cli: cli, name: "etcd"}, Target: &storeTarget{st: st, m: Single{}}, Since: 2, Log: testLog()}
 	err := r.Run(ctx)
 	if !errors.Is(err, ErrDiverged) || !isFatal(err) {
