@@ -23,7 +23,8 @@ cmd_load() {
 	# object: 5,000 objects in ~10 s, was ~30 s), at an offset of its own.
 	# The objects are dealt round-robin into $streams files, one kubectl
 	# each. More streams do not make it faster here: 5,000 objects took 235 s
-	# with 3 and 228 s with 16 on the 3-control-plane cluster, the 2 cores
+	# with 3, 228 s with 16 and 260 s with 4 on the 3-control-plane cluster
+	# (the spread is run-to-run noise), the 2 cores
 	# busy (load average 18) with the API servers and etcd members, not with
 	# kubectl's client-side limit (5 requests/s, bursts of 10, per process).
 	local blob fds=() fd s
