@@ -12,7 +12,9 @@ import (
 // its attributes through the log before it may serve clients (etcd's
 // publishV3 and ReadyNotify); once Published is closed it has applied every
 // write the cluster acknowledged before its restart, and its name and client
-// URLs are in every member's member list.
+// URLs are committed: each member lists them once it applied that entry (the
+// leader's apply can trail the restarted member's own by a moment, so the
+// leader's list is polled).
 func TestPublishedAfterCatchUp(t *testing.T) {
 	ms := newTestCluster(t, 3)
 	for _, m := range ms {
@@ -44,13 +46,26 @@ func TestPublishedAfterCatchUp(t *testing.T) {
 	if rev := behind.store.Rev(); rev < last {
 		t.Fatalf("restarted %s published at revision %d, behind the acknowledged %d", behind.cfg.Name, rev, last)
 	}
-	members, err := ms[lead].rep.Members()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range members {
-		if m.ID == behind.rep.ID() && (m.Name != behind.cfg.Name || len(m.ClientURLs) != 1) {
-			t.Fatalf("the leader lists the restarted member as %v, want its name and new client URL", m)
+	var listed string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		members, err := ms[lead].rep.Members()
+		if err != nil {
+			t.Fatal(err)
 		}
+		ok := false
+		for _, m := range members {
+			if m.ID == behind.rep.ID() {
+				listed = m.String()
+				ok = m.Name == behind.cfg.Name && len(m.ClientURLs) == 1 && m.ClientURLs[0] == behind.cfg.ClientURLs[0]
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after it published, the leader lists the restarted member as %s, want its name and new client URL", listed)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
