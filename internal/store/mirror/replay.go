@@ -99,8 +99,8 @@ func (r *Replayer) Run(ctx context.Context) error {
 	r.Progress.Running.Store(true)
 	defer r.Progress.Running.Store(false)
 	r.Log.Info("replaying", "source", r.Source.Name(), "target", r.Target.Name(), "from", st.at+1)
-	verified := make(chan error, 1)
-	go func(at int64) { verified <- r.verify(ctx, at) }(st.at)
+	start, verified, checked := st.at, make(chan error, 1), false
+	go func() { verified <- r.verify(ctx, start) }()
 	wch := r.Source.Watch(ctx, st.at)
 	sweep := time.NewTicker(r.SweepEvery)
 	defer sweep.Stop()
@@ -122,8 +122,8 @@ func (r *Replayer) Run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			st.verified, verified = true, nil
-			r.Log.Info("replay start verified", "revision", st.startAt)
+			checked, verified = true, nil
+			r.Log.Info("replay start verified", "revision", start)
 		case req := <-r.Levels:
 			levels = append(levels, req)
 		case <-sweep.C:
@@ -136,7 +136,7 @@ func (r *Replayer) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if st.verified {
+		if checked {
 			levels = st.serveLevels(ctx, levels)
 		}
 	}
@@ -203,7 +203,7 @@ func (r *Replayer) begin(ctx context.Context) (*replayState, error) {
 		return nil, err
 	}
 	r.Progress.TargetRevision.Store(at)
-	return &replayState{r: r, at: at, startAt: at, known: known, ttls: map[int64]int64{}}, nil
+	return &replayState{r: r, at: at, known: known, ttls: map[int64]int64{}}, nil
 }
 
 // verify checks the whole state of both sides at at, the revision a replay

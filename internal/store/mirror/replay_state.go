@@ -10,10 +10,6 @@ import (
 type replayState struct {
 	r  *Replayer
 	at int64
-	// startAt is the revision the replay began from; verified is set once
-	// both sides were found identical there (Replayer.verify).
-	startAt  int64
-	verified bool
 	// known are the target's leases (a superset: leases revoked by others
 	// stay until the next sweep, which only costs a grant that is skipped).
 	known map[int64]bool

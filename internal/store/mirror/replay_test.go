@@ -157,7 +157,10 @@ func TestReplayStoreToEtcd(t *testing.T) {
 	}
 }
 
-func TestReplayDivergence(t *testing.T) {
+// differentAtRevision2 returns an etcd and a store (a mirror) both at
+// revision 2, each holding a key the other does not.
+func differentAtRevision2(t *testing.T) (*clientv3.Client, *mvcc.Store) {
+	t.Helper()
 	ctx := context.Background()
 	cli := startEtcd(t)
 	st := openStore(t)
@@ -167,7 +170,12 @@ func TestReplayDivergence(t *testing.T) {
 	if _, err := cli.Put(ctx, "/only-in-etcd", "y"); err != nil {
 		t.Fatal(err)
 	}
-	asMirror(t, st)
+	return cli, asMirror(t, st)
+}
+
+func TestReplayDivergence(t *testing.T) {
+	ctx := context.Background()
+	cli, st := differentAtRevision2(t)
 	// Same revision, different state: refused (the comparison runs beside
 	// the replay; TestReplayStopsWhenItsStartIsFoundDifferent).
 	r := &Replayer{Source: &etcdSource{cli: cli, name: "etcd"}, Target: &storeTarget{st: st, m: Single{}}, Since: 2, Log: testLog()}

@@ -66,15 +66,7 @@ func TestReplayAppliesWhileItsStartIsVerified(t *testing.T) {
 // answered as reached.
 func TestReplayStopsWhenItsStartIsFoundDifferent(t *testing.T) {
 	ctx := context.Background()
-	cli := startEtcd(t)
-	st := openStore(t)
-	if _, err := st.Put(ctx, putReq("/only-in-store", "x")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.Put(ctx, "/only-in-etcd", "y"); err != nil {
-		t.Fatal(err)
-	}
-	asMirror(t, st)
+	cli, st := differentAtRevision2(t)
 	src := gatedDigest{Source: &etcdSource{cli: cli, name: "etcd"}, release: make(chan struct{})}
 	levels := make(chan LevelRequest, 1)
 	reply := make(chan LevelReply, 1)
