@@ -43,8 +43,7 @@ func (r *Replica) AddMember(ctx context.Context, peerURLs []string, learner bool
 	if err := r.mayAddMember(learner); err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	em := membership.NewMember("", urls, r.cfg.InitialClusterToken, &now)
+	em := r.newMemberID(urls)
 	em.IsLearner = learner
 	typ := raftpb.ConfChangeAddNode
 	if learner {
@@ -54,6 +53,24 @@ func (r *Replica) AddMember(ctx context.Context, peerURLs []string, learner bool
 		return nil, err
 	}
 	return &pb.Member{ID: uint64(em.ID), PeerURLs: em.PeerURLs, IsLearner: learner}, nil
+}
+
+// newMemberID is etcd's member for urls with an id no member has had. etcd's
+// id hashes the peer URLs, the cluster token and the time in whole
+// seconds, so the same URLs added again within the second their member was
+// removed get the removed id, which the cluster refuses for good ("member
+// not found": an HA join rolled back, removing the member it added, then
+// rerun at once did). A later second gives a fresh id; the id means nothing
+// else.
+func (r *Replica) newMemberID(urls types.URLs) *membership.Member {
+	now := time.Now()
+	for {
+		em := membership.NewMember("", urls, r.cfg.InitialClusterToken, &now)
+		if id := uint64(em.ID); !r.store.IsRemoved(id) && r.member(id) == nil {
+			return em
+		}
+		now = now.Add(time.Second)
+	}
 }
 
 // RemoveMember removes a member for good.
