@@ -53,14 +53,14 @@ func (n *Node) cutoverPreflight(ctx context.Context) error {
 const apiServersWait = 2 * time.Minute
 
 // waitAPIServersOnStore waits until nodes API server pods run on the store
-// (only reading), at most apiServersWait; then the last reason is the error.
+// (only reading), at most n.APIServersWait; then the last reason is the error.
 func (n *Node) waitAPIServersOnStore(ctx context.Context, nodes int) error {
 	var last error
 	said := false
-	err := wait.PollUntilContextTimeout(ctx, time.Second, apiServersWait, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, n.APIServersWait, true, func(ctx context.Context) (bool, error) {
 		last = n.apiServersOnStore(ctx, nodes)
 		if last != nil && !said {
-			fmt.Fprintf(n.Out, "  waiting up to %v for the API server pods: %v\n", apiServersWait, last)
+			fmt.Fprintf(n.Out, "  waiting up to %v for the API server pods: %v\n", n.APIServersWait, last)
 			said = true
 		}
 		return last == nil, nil
@@ -71,7 +71,7 @@ func (n *Node) waitAPIServersOnStore(ctx context.Context, nodes int) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case last != nil:
-		return fmt.Errorf("%w (waited %v)", last, apiServersWait)
+		return fmt.Errorf("%w (waited %v)", last, n.APIServersWait)
 	}
 	return err
 }

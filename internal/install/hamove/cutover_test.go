@@ -21,7 +21,7 @@ func TestCutoverPreflightWaitsForMirrorPods(t *testing.T) {
 	}
 	calls := 0
 	var out bytes.Buffer
-	n := &Node{Paths: Paths{Loopback: "127.0.0.1", ClientPort: "2479"}, Out: &out,
+	n := &Node{Paths: Paths{Loopback: "127.0.0.1", ClientPort: "2479"}, Out: &out, APIServersWait: apiServersWait,
 		APIServers: func(context.Context) (map[string]string, error) {
 			m := seq[min(calls, len(seq)-1)]
 			calls++
@@ -42,12 +42,11 @@ func TestCutoverPreflightWaitsForMirrorPods(t *testing.T) {
 	}
 
 	// An API server that stays on etcd is refused with the reason once the
-	// caller's context ends (the wait itself is bounded by apiServersWait).
+	// wait (n.APIServersWait) ends.
 	n.APIServers = func(context.Context) (map[string]string, error) { return seq[1], nil }
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	if err := n.waitAPIServersOnStore(ctx, 3); err == nil {
-		t.Fatal("an API server on etcd was accepted")
+	n.APIServersWait = 1500 * time.Millisecond
+	if err := n.waitAPIServersOnStore(context.Background(), 3); err == nil || !strings.Contains(err.Error(), "still on etcd: cp3") {
+		t.Fatalf("an API server staying on etcd: %v, want its refusal", err)
 	}
 	if err := n.apiServersOnStore(context.Background(), 3); err == nil || !strings.Contains(err.Error(), "API servers still on etcd: cp3 (https://127.0.0.1:2379)") {
 		t.Fatalf("apiServersOnStore = %v", err)

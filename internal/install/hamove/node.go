@@ -30,6 +30,10 @@ type Node struct {
 	HoldTimeout time.Duration
 	// ReadyTimeout bounds the wait for the local API server after a switch.
 	ReadyTimeout time.Duration
+	// APIServersWait bounds the cut-over preflight's wait for the API
+	// server pods to show every API server on the store (default
+	// apiServersWait).
+	APIServersWait time.Duration
 	// Units runs the store member (systemd in production).
 	Units Units
 	// APIServers maps each control-plane node to its API server's
@@ -69,6 +73,9 @@ func (n *Node) defaults() {
 	}
 	if n.ReadyTimeout == 0 {
 		n.ReadyTimeout = 3 * time.Minute
+	}
+	if n.APIServersWait == 0 {
+		n.APIServersWait = apiServersWait
 	}
 	if n.APIServers == nil {
 		n.APIServers = n.apiserversOn

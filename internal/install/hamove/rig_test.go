@@ -103,7 +103,8 @@ spec:
 		p := DefaultPaths()
 		p.Manifests, p.PKI, p.StateDir, p.DataDir, p.Binary = manifests, pki, filepath.Join(nd, "state"), filepath.Join(nd, "store"), qk
 		p.Loopback, p.MetricsURL, p.Unit, p.Etcdutl = addr, "http://"+addr+":2482", "qk-store-"+name, etcdutl
-		n := &Node{Paths: p, Log: slog.Default(), Out: &testWriter{t: t, prefix: name}, Units: r.units, BinaryGiven: true, NoKubeadmConfig: true, HoldTimeout: 5 * time.Second}
+		n := &Node{Paths: p, Log: slog.Default(), Out: &testWriter{t: t, prefix: name}, Units: r.units, BinaryGiven: true, NoKubeadmConfig: true, HoldTimeout: 5 * time.Second,
+			APIServersWait: 2 * time.Second} // the rig's API servers are their manifests: no mirror pod lags
 		n.APIServers = r.apiservers
 		r.nodes = append(r.nodes, n)
 		r.wg.Add(1)
