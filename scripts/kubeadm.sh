@@ -13,7 +13,9 @@
 #   scripts/kubeadm.sh smoke              kubectl get nodes, a pod on each node, exec and logs
 #   scripts/kubeadm.sh load N             N objects (ConfigMaps, Secrets, namespaces) + Deployments on every node
 #   scripts/kubeadm.sh selftest           snapshot the host, up, smoke, down, compare the host with the snapshot
-#   scripts/kubeadm.sh build              only build binaries, images and the node template (cached)
+#   scripts/kubeadm.sh build              only build binaries, images and the node template (cached);
+#                                         with QK_CONTROL_PLANES=3 the load balancer's template too
+#   scripts/kubeadm.sh prereqs            only install the host packages up and build need (apt)
 #   scripts/kubeadm.sh status             nodes of the running cluster (the load balancer and its view of the
 #                                         API servers too) and how to reach it
 #   scripts/kubeadm.sh free-slot          `export ...` lines of the lowest free slot (QK_SLOT=0..7)
@@ -71,7 +73,9 @@ main() {
 		require_host; install_prereqs
 		QK_STATE=$(mktemp -d "${TMPDIR:-/tmp}/qk-build.XXXXXX")
 		ensure_template; ensure_artifacts
+		if lb_wanted; then ensure_lb_template; fi
 		rm -rf "$QK_STATE" ;;
+	prereqs) require_host; install_prereqs ;;
 	status) cmd_status ;;
 	free-slot) [[ $# -eq 0 ]] || die "free-slot takes no arguments"; cmd_free_slot ;;
 	move) cmd_move ;;

@@ -70,6 +70,22 @@ export QK_KUBECTL=${QK_KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
 scripts/deps.sh path etcd-benchmark kine crictl critest runc cni-plugins coredns kube-scheduler kubelet kubeadm kube-proxy \
   >/dev/null 2>"$CACHE/deps-prefetch.log" &
 PREFETCH=$!
+# The clusters' node templates (debootstrap: ~2.5 min cold, mostly download
+# and unpack), the load balancer's, and the images, built meanwhile too, so
+# stage 3 boots its nodes at once instead of building them first. Under
+# the template lock and deps.sh's: an `up` that comes first waits for them.
+BUILD=
+if want 3 || want 4 || want 7; then
+  scripts/kubeadm.sh prereqs   # apt here, not beside another apt-get in the background
+  QK_CONTROL_PLANES=3 scripts/kubeadm.sh build >"$CACHE/kubeadm-prefetch.log" 2>&1 &
+  BUILD=$!
+fi
+# built waits for that build; its failure is reported, and `up` retries it.
+built() {
+  [[ -n $BUILD ]] || return 0
+  wait "$BUILD" || { echo "the background 'scripts/kubeadm.sh build' failed (up builds what is missing):"; tail -n 20 "$CACHE/kubeadm-prefetch.log"; }
+  BUILD=
+}
 
 if want 1; then
   stage "1. go vet, unit tests and end-to-end store tests"
@@ -86,6 +102,7 @@ if want 2; then
 fi
 if want 3; then
   stage "3. kubeadm harness: up killed with kill -9 and run again over the remains (3 control planes + LB + 1 worker), the operator's HA move and undo (TestOperatorHA), down; the host unchanged (up twice in a row: stage 4/7)"
+  built
   use_slot
   bash test/kubeadm/down_test.sh crash-ha
 fi
@@ -105,6 +122,7 @@ fi
 # checks, on the cluster the moves ran on). Stage 4's tests leave the cluster on
 # etcd and containerd, every pod Running — the state stage 7 starts from.
 if want 4 || want 7; then
+  built
   use_slot
   snap=$(mktemp -d /tmp/qk-ci-host.XXXXXX)
   scripts/kubeadm.sh down >/dev/null 2>&1 || true
