@@ -72,8 +72,9 @@ main() {
 		# a scratch state dir: a running cluster's images/ must not be replaced under it
 		require_host; install_prereqs
 		QK_STATE=$(mktemp -d "${TMPDIR:-/tmp}/qk-build.XXXXXX")
-		ensure_template; ensure_artifacts
-		if lb_wanted; then ensure_lb_template; fi
+		ensure_template
+		if lb_wanted; then ensure_lb_template; fi # before the artifacts: they may wait for deps.sh's lock
+		ensure_artifacts
 		rm -rf "$QK_STATE" ;;
 	prereqs) require_host; install_prereqs ;;
 	status) cmd_status ;;
