@@ -16,6 +16,7 @@
 #   scripts/kubeadm.sh build              only build binaries, images and the node template (cached);
 #                                         with QK_CONTROL_PLANES=3 the load balancer's template too
 #   scripts/kubeadm.sh prereqs            only install the host packages up and build need (apt)
+#   scripts/kubeadm.sh templates          only build the node template (and the LB's with QK_CONTROL_PLANES=3)
 #   scripts/kubeadm.sh status             nodes of the running cluster (the load balancer and its view of the
 #                                         API servers too) and how to reach it
 #   scripts/kubeadm.sh free-slot          `export ...` lines of the lowest free slot (QK_SLOT=0..7)
@@ -77,6 +78,10 @@ main() {
 		ensure_artifacts
 		rm -rf "$QK_STATE" ;;
 	prereqs) require_host; install_prereqs ;;
+	templates)
+		# what build does first, without the binaries and images (no deps.sh)
+		require_host; install_prereqs; ensure_template
+		if lb_wanted; then ensure_lb_template; fi ;;
 	status) cmd_status ;;
 	free-slot) [[ $# -eq 0 ]] || die "free-slot takes no arguments"; cmd_free_slot ;;
 	move) cmd_move ;;

@@ -2,7 +2,8 @@
 # test.sh — every test of the project, with real components (README's second command; .ci/run runs it).
 #
 # Stages; the first failure stops the run and its exit code is the script's. They run in the order
-# 1 2 3 5 6, then 4 and 7 on one shared cluster:
+# 1 3 5, then 4 and 7 on one shared cluster, with 2 and 6 beside 4 (in the background, at nice 10:
+# 4's cluster leaves a core idle much of the time); with 4 not selected, 2 and 6 run after 1 and 5:
 #   1. go vet, generated files up to date, unit tests of every package, the end-to-end store tests of
 #      test/store (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl) and the
 #      operator's reconciler tests against a real kube-apiserver + etcd, in one `go test`
@@ -58,6 +59,19 @@ want() { [[ " $STAGES " == *" $1 "* ]]; }
 
 stage "building quantykube and the real components"
 mkdir -p "$CACHE/bin"
+# The clusters' node templates (debootstrap: ~2.5 min cold, mostly download
+# and unpack) and the load balancer's are built in the background from the
+# start, beside the Kubernetes build below; the images once deps.sh has
+# every binary (after the prefetch below). Stage 3 then boots its nodes at
+# once instead of building them first. Under the template lock and
+# deps.sh's: an `up` that comes first waits for them.
+clusters=false
+if want 3 || want 4 || want 7; then
+  clusters=true
+  scripts/kubeadm.sh prereqs   # apt here, not beside another apt-get in the background
+  QK_CONTROL_PLANES=3 scripts/kubeadm.sh templates >"$CACHE/kubeadm-templates.log" 2>&1 &
+fi
+
 go build -o "$CACHE/bin/quantykube" ./cmd/quantykube
 export QK_STORE_BIN=$CACHE/bin/quantykube
 eval "$(scripts/deps.sh env etcd etcdctl etcdutl kube-apiserver kube-controller-manager)"
@@ -67,39 +81,68 @@ export QK_KUBECTL=${QK_KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
 # these builds are ~10 min). deps.sh builds one at a time under its lock, so a
 # stage that asks for one meanwhile waits for it, and a failed build here is
 # retried, and reported, by the stage that needs it.
-scripts/deps.sh path etcd-benchmark kine crictl critest runc cni-plugins coredns kube-scheduler kubelet kubeadm kube-proxy \
-  >/dev/null 2>"$CACHE/deps-prefetch.log" &
+(
+  scripts/deps.sh path etcd-benchmark kine crictl critest runc cni-plugins coredns kube-scheduler kubelet kubeadm kube-proxy >/dev/null
+  if $clusters; then QK_CONTROL_PLANES=3 scripts/kubeadm.sh build; fi
+) >"$CACHE/prefetch.log" 2>&1 &
 PREFETCH=$!
-# The clusters' node templates (debootstrap: ~2.5 min cold, mostly download
-# and unpack), the load balancer's, and the images, built meanwhile too, so
-# stage 3 boots its nodes at once instead of building them first. Under
-# the template lock and deps.sh's: an `up` that comes first waits for them.
-BUILD=
-if want 3 || want 4 || want 7; then
-  scripts/kubeadm.sh prereqs   # apt here, not beside another apt-get in the background
-  QK_CONTROL_PLANES=3 scripts/kubeadm.sh build >"$CACHE/kubeadm-prefetch.log" 2>&1 &
-  BUILD=$!
-fi
-# built waits for that build; its failure is reported, and `up` retries it.
+# built waits for the prefetch; a failure is reported here and what it
+# missed is built (or its failure shown) by the stage that needs it.
 built() {
-  [[ -n $BUILD ]] || return 0
-  wait "$BUILD" || { echo "the background 'scripts/kubeadm.sh build' failed (up builds what is missing):"; tail -n 20 "$CACHE/kubeadm-prefetch.log"; }
-  BUILD=
+  [[ -n $PREFETCH ]] || return 0
+  wait "$PREFETCH" || { echo "the background build of the components failed (the stages build what is missing):"; tail -n 20 "$CACHE/prefetch.log"; }
+  PREFETCH=
 }
-
 if want 1; then
   stage "1. go vet, unit tests and end-to-end store tests"
   go vet ./...
   scripts/generate.sh check   # the CRD, RBAC and deepcopy code match the Go types
   go test -count=1 -timeout 30m ./...
 fi
-if want 2; then
+stage2() {
   stage "2. Kubernetes storage suites against quantykube store"
   test/k8s-storage/run.sh --store-bin "$QK_STORE_BIN"
   stage "2b. the replicated store: test/store on 3 members (etcdctl, kill -9, kube-apiserver on every endpoint), etcd's robustness traffic with a member killed every few seconds"
   QK_STORE_MEMBERS=3 go test -count=1 -timeout 12m -run 'TestEtcdctl|TestKillNine$|TestKubeAPIServer$' ./test/store/
   test/robustness/run.sh --server store --bin "$QK_STORE_BIN"
+}
+stage6() {
+  stage "6. benchmarks, quick: every workload ran on every store"
+  bench/run.sh --quick
+}
+# Stages 2 and 6 (processes on the host's loopback only: no link, rule,
+# mount, cgroup or sysctl of the host changes, so stage 4/7's host
+# comparison is not disturbed) run beside stage 4, whose cluster leaves a
+# core idle much of the time (API servers restarting, kubelet syncing), when
+# both are selected; else in their place. They run at nice 10: the
+# cluster's processes, whose steps wait against deadlines, come first; the
+# suites have none that tight (CPU time beside them is what they take).
+SIDE=
+if want 4; then
+  want 2 && SIDE+=" 2"
+  want 6 && SIDE+=" 6"
 fi
+SIDE_PID=
+side_start() {
+  [[ -n $SIDE ]] || return 0
+  stage "stages$SIDE start beside stage 4 (output: $CACHE/side.log, printed when they end)"
+  (
+    renice -n 10 -p "$BASHPID" >/dev/null
+    for s in $SIDE; do "stage$s"; done
+  ) >"$CACHE/side.log" 2>&1 &
+  SIDE_PID=$!
+}
+side_wait() {
+  [[ -n $SIDE_PID ]] || return 0
+  local rc=0
+  wait "$SIDE_PID" || rc=$?
+  SIDE_PID=
+  echo "--- stages$SIDE, beside stage 4 ($CACHE/side.log):"
+  cat "$CACHE/side.log"
+  ((rc == 0)) || { echo "stages$SIDE failed (exit $rc)"; exit "$rc"; }
+  stage "stages$SIDE passed"
+}
+if want 2 && [[ $SIDE != *2* ]]; then stage2; fi
 if want 3; then
   stage "3. kubeadm harness: up killed with kill -9 and run again over the remains (3 control planes + LB + 1 worker), the operator's HA move and undo (TestOperatorHA), down; the host unchanged (up twice in a row: stage 4/7)"
   built
@@ -113,10 +156,7 @@ if want 5; then
   scripts/critest/restart.sh
   scripts/critest/kubelet.sh
 fi
-if want 6; then
-  stage "6. benchmarks, quick: every workload ran on every store"
-  bench/run.sh --quick
-fi
+if want 6 && [[ $SIDE != *6* ]]; then stage6; fi
 # Stages 4 and 7 share one cluster (control plane + 1 worker): one `up`, and the
 # host compared with its snapshot after the `down` (what `down_test.sh plain`
 # checks, on the cluster the moves ran on). Stage 4's tests leave the cluster on
@@ -127,15 +167,17 @@ if want 4 || want 7; then
   snap=$(mktemp -d /tmp/qk-ci-host.XXXXXX)
   scripts/kubeadm.sh down >/dev/null 2>&1 || true
   test/kubeadm/snapshot.sh "$snap/before"
-  trap 'scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
+  trap 'if [[ -n $SIDE_PID ]]; then kill -- "$SIDE_PID" 2>/dev/null || true; fi; scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
   stage "4/7. one real cluster for the moves and the operator: up, up again over it, smoke"
   scripts/kubeadm.sh up --workers 1
   scripts/kubeadm.sh up --workers 1   # stage 3's "twice in a row": up over a running cluster
   scripts/kubeadm.sh smoke
   if want 4; then
+    side_start
     stage "4. install/undo runtime and install/undo store on the cluster, with faults"
     scripts/kubeadm.sh node   # first: its tests want a worker with only their own pods
     scripts/kubeadm.sh move
+    side_wait   # before 7: its operator runs against deadlines
   fi
   if want 7; then
     stage "7. the operator end to end: move and undo through one Installation, killed at every step, a failing node"
@@ -149,7 +191,7 @@ if want 4 || want 7; then
   test/kubeadm/compare.sh "$snap/before" "$snap/after"
   rm -rf "$snap"
 fi
-wait "$PREFETCH" 2>/dev/null || true
+built
 stage "all stages passed"
 n=0; for s in $STAGES; do n=$((n + 1)); done
 echo "stages: $n passed, 0 failed"
