@@ -76,18 +76,28 @@ go build -o "$CACHE/bin/quantykube" ./cmd/quantykube
 export QK_STORE_BIN=$CACHE/bin/quantykube
 eval "$(scripts/deps.sh env etcd etcdctl etcdutl kube-apiserver kube-controller-manager)"
 export QK_KUBECTL=${QK_KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
-# The components later stages need are built in the background while stages 1
-# and 2 run (their tests leave a core idle much of the time; on a cold machine
-# these builds are ~10 min). deps.sh builds one at a time under its lock, so a
-# stage that asks for one meanwhile waits for it, and a failed build here is
-# retried, and reported, by the stage that needs it.
+# The components later stages need are built in the background while stage
+# 1 runs (its tests leave a core idle some of the time; on a cold machine
+# these builds are ~20 min): first what the clusters need (the rest of
+# Kubernetes, CoreDNS, crictl, then the images: stage 3 waits for those),
+# then the peers and tools of stages 5 and 6. deps.sh builds one at a time
+# under its lock, so a stage that asks for one meanwhile waits for it, and a
+# failed build here is retried, and reported, by the stage that needs it.
+rm -f "$CACHE/.prefetch-clusters"
 (
-  scripts/deps.sh path etcd-benchmark kine crictl critest runc cni-plugins coredns kube-scheduler kubelet kubeadm kube-proxy >/dev/null
+  scripts/deps.sh path kube-scheduler kubelet kubeadm kube-proxy coredns crictl >/dev/null
   if $clusters; then QK_CONTROL_PLANES=3 scripts/kubeadm.sh build; fi
+  touch "$CACHE/.prefetch-clusters"
+  scripts/deps.sh path etcd-benchmark kine critest runc cni-plugins >/dev/null
 ) >"$CACHE/prefetch.log" 2>&1 &
 PREFETCH=$!
-# built waits for the prefetch; a failure is reported here and what it
+# clusters_built waits until the prefetch has built what the clusters need
+# (or ended); built waits for all of it. A failure is reported, and what it
 # missed is built (or its failure shown) by the stage that needs it.
+clusters_built() {
+  while [[ ! -e $CACHE/.prefetch-clusters ]] && kill -0 "$PREFETCH" 2>/dev/null; do sleep 2; done
+  [[ -e $CACHE/.prefetch-clusters ]] || { echo "the background build of the clusters' parts failed (up builds what is missing):"; tail -n 20 "$CACHE/prefetch.log"; }
+}
 built() {
   [[ -n $PREFETCH ]] || return 0
   wait "$PREFETCH" || { echo "the background build of the components failed (the stages build what is missing):"; tail -n 20 "$CACHE/prefetch.log"; }
@@ -145,7 +155,7 @@ side_wait() {
 if want 2 && [[ $SIDE != *2* ]]; then stage2; fi
 if want 3; then
   stage "3. kubeadm harness: up killed with kill -9 and run again over the remains (3 control planes + LB + 1 worker), the operator's HA move and undo (TestOperatorHA), down; the host unchanged (up twice in a row: stage 4/7)"
-  built
+  clusters_built
   use_slot
   bash test/kubeadm/down_test.sh crash-ha
 fi
@@ -162,7 +172,7 @@ if want 6 && [[ $SIDE != *6* ]]; then stage6; fi
 # checks, on the cluster the moves ran on). Stage 4's tests leave the cluster on
 # etcd and containerd, every pod Running — the state stage 7 starts from.
 if want 4 || want 7; then
-  built
+  clusters_built
   use_slot
   snap=$(mktemp -d /tmp/qk-ci-host.XXXXXX)
   scripts/kubeadm.sh down >/dev/null 2>&1 || true
