@@ -107,6 +107,35 @@ func TestOperatorHA(t *testing.T) {
 		h.allPodsRunning(t, "after the undo")
 		h.noHostPodsLeft(t)
 	}
+	if t.Failed() {
+		h.explainFailure(t)
+	}
+}
+
+// explainFailure logs, last (CI keeps the tail of a run's output), what the
+// Installation said and the end of the host log of the HA step it stopped
+// at: the cause of a failed run without the rest of the output.
+func (h *haCluster) explainFailure(t *testing.T) {
+	t.Helper()
+	in := h.installation()
+	if in == nil {
+		t.Logf("failure: the Installation cannot be read")
+		return
+	}
+	st := in.Status
+	t.Logf("failure: the Installation is %s (store %s), step %q on %q: %s", st.Phase, st.Store, st.Step, st.Node, st.Message)
+	if st.HA == nil || st.HA.Step == "" {
+		return
+	}
+	step, node, _ := strings.Cut(st.HA.Step, "/")
+	out, err := h.Exec(node, "sh", "-c", fmt.Sprintf("tail -n 25 /var/lib/quantykube/install/store-ha/operator-%s-%s.log", st.HA.Op, step))
+	if err != nil {
+		t.Logf("failure: the host log of %s on %s: %v", step, node, err)
+		return
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		t.Logf("failure: %s %s on %s: %s", st.HA.Op, step, node, l)
+	}
 }
 
 // pauseFigure logs how long writes paused around an HA step that holds
