@@ -118,8 +118,8 @@ func digest(t *testing.T, c *clientv3.Client, rev int64) storemove.Digest {
 
 // TestMoveAndBack runs every node step of install and undo on three nodes
 // of real etcd and store members, the coordinator's order checked by
-// Status before each; one node of each step type (the API server's switch
-// aside: the rig has no API server to restart) goes through gauntlet: killed
+// Status before each; one node of each step type (the switches with the
+// rig's stand-in API servers) goes through gauntlet: killed
 // at the begin of every sub-step of its plan and failing after every one,
 // each time rerun to done or put back. Writers go through etcd before the
 // store exists and through the store across the cut-over and cut-back:
@@ -127,6 +127,7 @@ func digest(t *testing.T, c *clientv3.Client, rev int64) storemove.Digest {
 // install, both sides identical after undo.
 func TestMoveAndBack(t *testing.T) {
 	r := newRig(t)
+	r.startAPIServers()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
@@ -175,7 +176,18 @@ func TestMoveAndBack(t *testing.T) {
 	}
 	for i := range r.nodes {
 		r.wantNext(false, i, StepSwitch)
-		r.switchAPIServer(i, r.nodes[i].Paths.LocalURL())
+		if i == 1 {
+			r.gauntlet(i, StepSwitch, func() {
+				if err := r.waitAPIServerOn(i, r.nodes[i].Paths.localEtcd()); err != nil {
+					t.Fatalf("switch rolled back: %v", err)
+				}
+			})
+		} else {
+			r.run(i, StepSwitch)
+		}
+		if err := r.waitAPIServerOn(i, r.nodes[i].Paths.LocalURL()); err != nil {
+			t.Fatalf("after switch: %v", err)
+		}
 	}
 	// The API servers now write through the store (forwarded to etcd).
 	sc := r.storeClient()
@@ -256,7 +268,18 @@ func TestMoveAndBack(t *testing.T) {
 	t.Logf("cut-back at revision %d, writes held %v", back.Revision, back.Duration)
 	for i := range r.nodes {
 		r.wantNext(true, i, StepSwitchBack)
-		r.switchAPIServer(i, r.nodes[i].Paths.localEtcd())
+		if i == 2 {
+			r.gauntlet(i, StepSwitchBack, func() {
+				if err := r.waitAPIServerOn(i, r.nodes[i].Paths.LocalURL()); err != nil {
+					t.Fatalf("switch-back rolled back: %v", err)
+				}
+			})
+		} else {
+			r.run(i, StepSwitchBack)
+		}
+		if err := r.waitAPIServerOn(i, r.nodes[i].Paths.localEtcd()); err != nil {
+			t.Fatalf("after switch-back: %v", err)
+		}
 	}
 	time.Sleep(time.Second)
 	cancel()

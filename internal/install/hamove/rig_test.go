@@ -25,8 +25,9 @@ import (
 // address: a real etcd member run by a stand-in kubelet from its static pod
 // manifest (started while etcd.yaml is in the node's manifest dir, stopped
 // when it is not), the node's kubeadm-like PKI, and its store member run by
-// procUnits from the unit the steps write. The API server is only its
-// manifest: the tests switch it by editing --etcd-servers.
+// procUnits from the unit the steps write. The API server is its manifest
+// and, once startAPIServers ran, a stand-in that serves /readyz from it
+// (apiserver_rig_test.go).
 type rig struct {
 	t     *testing.T
 	dir   string
@@ -99,7 +100,7 @@ spec:
     - --listen-metrics-urls=http://%[3]s:2381
 `, name, filepath.Join(nd, "etcd"), addr, strings.Join(ic, ","), pki)
 		os.WriteFile(filepath.Join(manifests, "etcd.yaml"), []byte(etcdManifest), 0o600)
-		os.WriteFile(filepath.Join(manifests, "kube-apiserver.yaml"), []byte(fmt.Sprintf("spec:\n  containers:\n  - command:\n    - kube-apiserver\n    - --etcd-servers=https://%s:2379\n", addr)), 0o600)
+		os.WriteFile(filepath.Join(manifests, "kube-apiserver.yaml"), []byte(fmt.Sprintf("spec:\n  containers:\n  - command:\n    - kube-apiserver\n    - --etcd-servers=https://%s:2379\n    - --secure-port=%s\n", addr, freePort(t))), 0o600)
 		p := DefaultPaths()
 		p.Manifests, p.PKI, p.StateDir, p.DataDir, p.Binary = manifests, pki, filepath.Join(nd, "state"), filepath.Join(nd, "store"), qk
 		p.Loopback, p.MetricsURL, p.Unit, p.Etcdutl = addr, "http://"+addr+":2482", "qk-store-"+name, etcdutl
@@ -148,19 +149,6 @@ func (r *rig) apiservers(ctx context.Context) (map[string]string, error) {
 		out[fmt.Sprintf("node%d", i+1)] = v
 	}
 	return out, nil
-}
-
-// switchAPIServer points node i's API server manifest at endpoint.
-func (r *rig) switchAPIServer(i int, endpoint string) {
-	p := r.nodes[i].Paths.APIServerManifest()
-	b, _ := os.ReadFile(p)
-	b, err := staticpod.SetFlag(b, "etcd-servers", endpoint)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if err := staticpod.WriteAtomic(p, b, 0o600); err != nil {
-		r.t.Fatal(err)
-	}
 }
 
 func (r *rig) client(endpoints ...string) *clientv3.Client {
