@@ -6,11 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
@@ -44,7 +49,11 @@ func (p Paths) externalStore() externalEtcd {
 
 // readClusterConfig returns the ClusterConfiguration text of kubeadm-config.
 func readClusterConfig(ctx context.Context, cs kubernetes.Interface) ([]byte, error) {
-	cm, err := cs.CoreV1().ConfigMaps(kubeadmConfigNamespace).Get(ctx, kubeadmConfigName, metav1.GetOptions{})
+	var cm *corev1.ConfigMap
+	err := retry.OnError(apiBackoff, transientWhile(ctx), func() (err error) {
+		cm, err = cs.CoreV1().ConfigMaps(kubeadmConfigNamespace).Get(ctx, kubeadmConfigName, metav1.GetOptions{})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s/%s: %w", kubeadmConfigNamespace, kubeadmConfigName, err)
 	}
@@ -55,11 +64,33 @@ func readClusterConfig(ctx context.Context, cs kubernetes.Interface) ([]byte, er
 	return []byte(cfg), nil
 }
 
+// apiBackoff bounds the retries of a transient API error: ~20 s in all.
+var apiBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.1, Steps: 8, Cap: 5 * time.Second}
+
+// transientAPIError tells an error worth a retry: a conflict with another
+// writer, or an API server (or the load balancer in front of several)
+// briefly unable to answer — a timeout, 429, 503, a 500 from its storage
+// ("etcdserver: leader changed"), a connection refused or cut.
+func transientAPIError(err error) bool {
+	var ne net.Error
+	return apierrors.IsConflict(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) ||
+		utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		errors.As(err, &ne) && ne.Timeout()
+}
+
+// transientWhile is transientAPIError while ctx lasts.
+func transientWhile(ctx context.Context) func(error) bool {
+	return func(err error) bool { return ctx.Err() == nil && transientAPIError(err) }
+}
+
 // writeClusterConfig replaces the ClusterConfiguration text of kubeadm-config
 // with the one change returns for the current text (nil: leave it), retried
-// on conflicts with other writers.
+// on conflicts with other writers and on transient errors (change sees the
+// text as it is then: an update that landed though its answer was lost
+// reads as done).
 func writeClusterConfig(ctx context.Context, cs kubernetes.Interface, change func(cur []byte) ([]byte, error)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return retry.OnError(apiBackoff, transientWhile(ctx), func() error {
 		cm, err := cs.CoreV1().ConfigMaps(kubeadmConfigNamespace).Get(ctx, kubeadmConfigName, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("read %s/%s: %w", kubeadmConfigNamespace, kubeadmConfigName, err)
@@ -70,9 +101,6 @@ func writeClusterConfig(ctx context.Context, cs kubernetes.Interface, change fun
 		}
 		cm.Data[clusterConfigKey] = string(next)
 		if _, err := cs.CoreV1().ConfigMaps(kubeadmConfigNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			if apierrors.IsConflict(err) {
-				return err
-			}
 			return fmt.Errorf("update %s/%s: %w", kubeadmConfigNamespace, kubeadmConfigName, err)
 		}
 		return nil
