@@ -37,6 +37,7 @@ func (r *Replica) apply(committed []*raftpb.Entry) error {
 	if len(committed) == 0 {
 		return nil
 	}
+	defer func() { r.delivered = committed[len(committed)-1].GetIndex() }()
 	ents := make([]mvcc.Entry, 0, len(committed))
 	waits := make([]pending, 0, len(committed))
 	storeApplied := r.store.Applied().Index

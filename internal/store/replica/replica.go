@@ -55,6 +55,12 @@ type Replica struct {
 	// conf change was applied.
 	confState *raftpb.ConfState
 	snapIndex uint64
+	// delivered is raft's applied index: the last committed entry raft
+	// handed to apply, replays after a restart included. It can be below
+	// applied (the store's) while raft replays what the store holds
+	// already; raft reads the entries after it from the in-memory log, so
+	// a snapshot is taken at delivered, never past it (maybeSnapshot).
+	delivered uint64
 	peers     map[types.ID]bool
 
 	reqIDs    *idutil.Generator

@@ -94,7 +94,7 @@ func (r *Replica) receiveSnapshot(snapshot *raftpb.Snapshot) error {
 	if err := r.storage.ApplySnapshot(snapshot); err != nil {
 		return fmt.Errorf("apply raft snapshot %d: %w", md.GetIndex(), err)
 	}
-	r.confState, r.snapIndex = md.GetConfState(), md.GetIndex()
+	r.confState, r.snapIndex, r.delivered = md.GetConfState(), md.GetIndex(), md.GetIndex()
 	r.applied.Store(md.GetIndex())
 	r.applyWait.Trigger(md.GetIndex())
 	r.syncPeers(nil)

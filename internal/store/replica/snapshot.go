@@ -98,8 +98,15 @@ func (r *Replica) installState(index uint64) error {
 // pebble is synced first (the store must never be behind a snapshot the log
 // is truncated to), then the snapshot metadata is saved and the in-memory
 // log and old WAL files are released.
+//
+// The snapshot is taken at raft's applied index (delivered), not the
+// store's: after a restart raft replays the entries the store holds
+// already, from its in-memory log; a snapshot at the store's index, and the
+// log compacted behind it, would take those entries from under the replay
+// (raft panics: "requested index is unavailable due to compaction"; seen
+// when a leader was killed 10,001 entries after its last snapshot).
 func (r *Replica) maybeSnapshot() error {
-	applied := r.applied.Load()
+	applied := r.delivered
 	if applied-r.snapIndex <= r.cfg.SnapshotCount {
 		return nil
 	}

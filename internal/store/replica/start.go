@@ -146,6 +146,7 @@ func (r *Replica) restart() error {
 	// consistent-index check; the store may even be ahead of the WAL's
 	// commit index, which etcd's WAL syncs lazily), replayConf hands the
 	// replayed conf changes to raft.
+	r.delivered = r.snapIndex
 	r.node = raft.RestartNode(r.raftConfig(r.snapIndex))
 	return nil
 }
@@ -208,6 +209,7 @@ func (r *Replica) bootstrap() error {
 	r.committed.Store(1)
 	r.term.Store(1)
 	r.log.Info("bootstrapped a new cluster", "member", types.ID(r.id).String(), "cluster", types.ID(r.clusterID).String(), "members", len(members))
+	r.delivered = 1
 	r.node = raft.RestartNode(r.raftConfig(1))
 	return nil
 }
