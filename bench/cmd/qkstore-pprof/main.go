@@ -20,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/quantyroot/quantykube/internal/store"
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
 func main() {
@@ -28,7 +29,8 @@ func main() {
 	flag.StringVar(&cfg.DataDir, "data-dir", "", "directory of the store's data")
 	flag.StringVar(&listen, "listen-client-urls", "", "URL to serve the etcd v3 API on, e.g. http://127.0.0.1:2479")
 	flag.StringVar(&pprofAddr, "pprof", "127.0.0.1:6060", "loopback address of the pprof HTTP endpoint")
-	flag.Int64Var(&cfg.CacheBytes, "cache-bytes", 64<<20, "block cache size in bytes (as quantykube store)")
+	flag.Int64Var(&cfg.CacheBytes, "cache-bytes", mvcc.DefaultCacheSize, "block cache size in bytes (as quantykube store)")
+	flag.Int64Var(&cfg.MemTableBytes, "memtable-bytes", mvcc.DefaultMemTableSize, "size of one memtable in bytes (as quantykube store)")
 	flag.Parse()
 	cfg.Name = "pprof"
 	cfg.ListenClientURLs = store.SplitURLs(listen)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // writeRequest is one request for the committer. apply evaluates it against
@@ -18,13 +17,6 @@ type writeRequest struct {
 	resp  any
 	err   error
 	done  chan struct{}
-}
-
-// Event is one change as watchers see it.
-type Event struct {
-	Type   mvccpb.Event_EventType
-	KV     *mvccpb.KeyValue
-	PrevKV *mvccpb.KeyValue
 }
 
 // submit runs one write request: proposed through the replication layer when

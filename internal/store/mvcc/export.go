@@ -100,20 +100,16 @@ func (e *Export) Base(ctx context.Context, fn func(kv *mvccpb.KeyValue) error) e
 	if e.Compacted <= 0 {
 		return nil
 	}
-	emit := func(k, v []byte) error {
+	emit := func(en *entry) error {
 		if err := e.stopped(ctx); err != nil {
 			return err
 		}
-		_, kv, err := decodeRecord(k, v, false)
-		if err != nil {
-			return fmt.Errorf("decode history of %q: %w", k, err)
-		}
-		return fn(kv)
+		return fn(en.keyValue(false))
 	}
 	if e.Compacted == e.Rev {
-		return scanLive(e.snap, []byte{0}, []byte{0}, emit)
+		return scanLive(e.snap, nil, []byte{0}, []byte{0}, true, emit)
 	}
-	return scanHistory(e.snap, []byte{0}, []byte{0}, e.Compacted, emit)
+	return scanHistory(e.snap, []byte{0}, []byte{0}, e.Compacted, true, emit)
 }
 
 // Changes calls fn with every put and delete above the compacted revision,

@@ -35,23 +35,19 @@ func (s *Store) HashKV(ctx context.Context, rev int64) (KVDigest, error) {
 	var keys int64
 	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	var buf []byte
-	emit := func(k, v []byte) error {
+	emit := func(e *entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		_, kv, err := decodeRecord(k, v, false)
-		if err != nil {
-			return err
-		}
-		buf = HashKeyValue(buf[:0], kv)
+		buf = HashKeyValue(buf[:0], e.keyValue(false))
 		h.Write(buf)
 		keys++
 		return nil
 	}
 	if at == cur {
-		err = scanLive(snap, []byte{0}, []byte{0}, emit)
+		err = scanLive(snap, s.idx.viewAt(cur), []byte{0}, []byte{0}, true, emit)
 	} else {
-		err = scanHistory(snap, []byte{0}, []byte{0}, at, emit)
+		err = scanHistory(snap, []byte{0}, []byte{0}, at, true, emit)
 	}
 	return KVDigest{Hash: h.Sum32(), Keys: keys, Revision: at, Compacted: s.CompactedRev()}, err
 }

@@ -73,9 +73,8 @@ func (im *Importer) Put(kv *mvccpb.KeyValue) error {
 	if kv.ModRevision < 1 || kv.CreateRevision < 1 || kv.CreateRevision > kv.ModRevision || kv.Version < 1 {
 		return fmt.Errorf("mvcc: import %q: inconsistent revisions (create %d, mod %d, version %d)", kv.Key, kv.CreateRevision, kv.ModRevision, kv.Version)
 	}
-	rec := encodeRecord(recordPut, kv)
-	_ = im.b.Set(liveKey(kv.Key), rec, nil)
-	_ = im.b.Set(historyKey(kv.Key, kv.ModRevision), rec, nil)
+	_ = im.b.Set(liveKey(kv.Key), encodeMeta(kv), nil)
+	_ = im.b.Set(historyKey(kv.Key, kv.ModRevision), encodeRecord(recordPut, kv), nil)
 	im.s.lessor.attach(kv.Lease, kv.Key)
 	im.maxRev = max(im.maxRev, kv.ModRevision)
 	im.keys++
@@ -161,10 +160,7 @@ func (s *Store) ApplyEvents(ctx context.Context, events []ImportEvent) error {
 				w.rev = r - 1
 				w.changes = 0
 			}
-			prev, err := w.live(ev.KV.Key)
-			if err != nil {
-				return nil, err
-			}
+			prev := w.liveMeta(ev.KV.Key)
 			switch ev.Type {
 			case mvccpb.PUT:
 				w.importPut(ev.KV, prev)
@@ -186,9 +182,8 @@ func (w *writeTxn) importPut(kv *mvccpb.KeyValue, prev *mvccpb.KeyValue) {
 	rev, sub := w.nextRev()
 	kv = &mvccpb.KeyValue{Key: append([]byte(nil), kv.Key...), Value: kv.Value, CreateRevision: kv.CreateRevision,
 		ModRevision: rev, Version: kv.Version, Lease: kv.Lease}
-	rec := encodeRecord(recordPut, kv)
-	_ = w.b.Set(liveKey(kv.Key), rec, nil)
-	_ = w.b.Set(historyKey(kv.Key, rev), rec, nil)
+	_ = w.b.Set(liveKey(kv.Key), encodeMeta(kv), nil)
+	_ = w.b.Set(historyKey(kv.Key, rev), encodeRecord(recordPut, kv), nil)
 	_ = w.b.Set(eventKey(rev, sub), kv.Key, nil)
 	w.s.idx.set(metaOf(kv))
 	var prevLease int64
@@ -199,7 +194,7 @@ func (w *writeTxn) importPut(kv *mvccpb.KeyValue, prev *mvccpb.KeyValue) {
 		w.s.lessor.detach(prevLease, kv.Key)
 		w.s.lessor.attach(kv.Lease, kv.Key)
 	}
-	w.events = append(w.events, Event{Type: mvccpb.PUT, KV: kv, PrevKV: prev})
+	w.events = append(w.events, Event{Type: mvccpb.PUT, KV: kv, Prev: newPrevKV(prev)})
 }
 
 // SetRevision raises the store's revision to rev without changing any key

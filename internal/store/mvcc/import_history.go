@@ -63,9 +63,8 @@ func (h *HistoryImporter) Change(typ mvccpb.Event_EventType, kv *mvccpb.KeyValue
 		if kv.CreateRevision < 1 || kv.CreateRevision > rev || kv.Version < 1 {
 			return fmt.Errorf("mvcc: import %q at %d: inconsistent revisions (create %d, version %d)", kv.Key, rev, kv.CreateRevision, kv.Version)
 		}
-		rec := encodeRecord(recordPut, kv)
-		_ = im.b.Set(liveKey(kv.Key), rec, nil)
-		_ = im.b.Set(historyKey(kv.Key, rev), rec, nil)
+		_ = im.b.Set(liveKey(kv.Key), encodeMeta(kv), nil)
+		_ = im.b.Set(historyKey(kv.Key, rev), encodeRecord(recordPut, kv), nil)
 		h.keys++
 	case mvccpb.DELETE:
 		_ = im.b.Delete(liveKey(kv.Key), nil)
@@ -123,13 +122,9 @@ func (l *lessor) reattach() error {
 	for _, ls := range l.leases {
 		clear(ls.keys)
 	}
-	return scanLive(l.s.db, []byte{0}, []byte{0}, func(k, v []byte) error {
-		_, kv, err := decodeRecord(nil, v, true)
-		if err != nil {
-			return fmt.Errorf("decode %q: %w", k, err)
-		}
-		if ls := l.leases[kv.Lease]; kv.Lease != 0 && ls != nil {
-			ls.keys[string(k)] = struct{}{}
+	return scanLive(l.s.db, nil, []byte{0}, []byte{0}, false, func(e *entry) error {
+		if ls := l.leases[e.lease]; e.lease != 0 && ls != nil {
+			ls.keys[string(e.key)] = struct{}{}
 		}
 		return nil
 	})

@@ -27,10 +27,9 @@ func checkIndex(t *testing.T, s *Store) {
 		t.Fatalf("no index view at revision %d (published: %d)", rev, s.idx.view.Load().rev)
 	}
 	var want []*keyMeta
-	err = scanLive(snap, []byte{0}, []byte{0}, func(k, val []byte) error {
-		_, kv, err := decodeRecord(append([]byte(nil), k...), val, true)
-		want = append(want, metaOf(kv))
-		return err
+	err = scanLive(snap, nil, []byte{0}, []byte{0}, false, func(e *entry) error {
+		want = append(want, metaOf(e.keyValue(true)))
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -174,4 +173,32 @@ func TestIndexMemoryPerKey(t *testing.T) {
 	perKey := float64(after.HeapAlloc-before.HeapAlloc) / n
 	t.Logf("index: %d keys of 45 bytes, %.0f bytes of heap per key (%.1f MiB)", n, perKey, perKey*n/(1<<20))
 	runtime.KeepAlive(x)
+}
+
+// TestCountMemoMatchesWalk asks a view for the counts a paged list asks —
+// the rest of one range from ever later keys — interleaved with other
+// ranges' counts and with earlier keys, and compares each with a walk.
+func TestCountMemoMatchesWalk(t *testing.T) {
+	s := openTest(t, "")
+	for i := 0; i < 500; i++ {
+		put(t, s, fmt.Sprintf("c/%03d", i), "v")
+	}
+	v := s.idx.viewAt(s.Rev())
+	rng := rand.New(rand.NewSource(3))
+	ends := [][]byte{[]byte("c/400"), {0}, []byte("d"), []byte("c/050")}
+	for round := 0; round < 200; round++ {
+		end := ends[rng.Intn(len(ends))]
+		for k := rng.Intn(100); k < 520; k += 1 + rng.Intn(60) {
+			key := []byte(fmt.Sprintf("c/%03d", k))
+			if got, want := v.count(key, end), v.walkCount(key, end); got != want {
+				t.Fatalf("count(%s, %q) = %d, walk says %d", key, end, got, want)
+			}
+			if rng.Intn(5) == 0 { // another list's count in between
+				other := []byte(fmt.Sprintf("c/%03d", rng.Intn(500)))
+				if got, want := v.count(other, []byte{0}), v.walkCount(other, []byte{0}); got != want {
+					t.Fatalf("count(%s, \\x00) = %d, walk says %d", other, got, want)
+				}
+			}
+		}
+	}
 }

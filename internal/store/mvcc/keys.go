@@ -63,6 +63,9 @@ func historyKey(key []byte, rev int64) []byte {
 	return binary.BigEndian.AppendUint64(p, ^uint64(rev))
 }
 
+// putInvertedRev writes rev as a history key's 8-byte suffix into dst.
+func putInvertedRev(dst []byte, rev int64) { binary.BigEndian.PutUint64(dst, ^uint64(rev)) }
+
 // decodeHistoryKey splits a history key into its user key, its escaped prefix
 // (shared by all entries of that key) and its main revision.
 func decodeHistoryKey(k []byte) (key, prefix []byte, rev int64, err error) {

@@ -84,10 +84,7 @@ func (v *snapView) compareRange(key, end []byte, values bool) ([]*mvccpb.KeyValu
 
 // compareRange reads the index alone unless the compare needs values.
 func (w *writeTxn) compareRange(key, end []byte, values bool) ([]*mvccpb.KeyValue, error) {
-	if values {
-		return w.liveRange(key, end)
-	}
-	return w.liveMetas(key, end), nil
+	return w.liveEntries(key, end, values)
 }
 
 // decision is the outcome of a transaction's compares, with the decisions

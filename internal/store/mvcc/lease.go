@@ -88,14 +88,10 @@ func (l *lessor) load() error {
 	if err := it.Close(); err != nil {
 		return err
 	}
-	return scanLive(l.s.db, []byte{0}, []byte{0}, func(k, v []byte) error {
-		_, kv, err := decodeRecord(nil, v, true)
-		if err != nil {
-			return fmt.Errorf("decode %q: %w", k, err)
-		}
-		if kv.Lease != 0 {
-			if ls := l.leases[kv.Lease]; ls != nil {
-				ls.keys[string(k)] = struct{}{}
+	return scanLive(l.s.db, nil, []byte{0}, []byte{0}, false, func(e *entry) error {
+		if e.lease != 0 {
+			if ls := l.leases[e.lease]; ls != nil {
+				ls.keys[string(e.key)] = struct{}{}
 			}
 		}
 		return nil
@@ -219,11 +215,7 @@ func (w *writeTxn) revoke(id int64) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		prev, err := w.live([]byte(k))
-		if err != nil {
-			return err
-		}
-		if prev != nil && prev.Lease == id {
+		if prev := w.liveMeta([]byte(k)); prev != nil && prev.Lease == id {
 			w.del(prev)
 		}
 	}

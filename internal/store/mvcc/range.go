@@ -52,12 +52,41 @@ func (s *Store) readView() (*pebble.Snapshot, int64, error) {
 // compacted revision ErrCompacted. The response's Header.Revision is the
 // store's revision at the time of the read (not the requested one), as etcd.
 func (s *Store) Range(ctx context.Context, req *pb.RangeRequest) (*pb.RangeResponse, error) {
+	if resp, ok, err := s.rangeLatest(req); ok {
+		return resp, err
+	}
 	snap, rev, err := s.readView()
 	if err != nil {
 		return nil, err
 	}
 	defer snap.Close()
 	return s.rangeReader(snap, s.idx.viewAt(rev), rev, req)
+}
+
+// rangeLatest serves a read of the current revision (req.Revision 0)
+// without a pebble snapshot, from the published index view: its keys and
+// metadata at the view's revision R, and the values from the history
+// entries they name, read from the live database. A history entry, once
+// written, never changes, so those values are R's whatever was written
+// since; and R is durable (the view is published after its commit). The
+// one thing that can happen meanwhile is a compaction past a newer write of
+// a key removing the entry R names: the read then finds it missing and
+// reports !ok, and Range answers from a snapshot instead. A snapshot costs
+// pebble's mutex twice per read and, at its close, a compaction check
+// (profiled: range@64).
+func (s *Store) rangeLatest(req *pb.RangeRequest) (*pb.RangeResponse, bool, error) {
+	if req.Revision != 0 || s.restoring.Load() {
+		return nil, false, nil
+	}
+	iv := s.idx.view.Load()
+	if iv == nil {
+		return nil, false, nil
+	}
+	resp, err := s.rangeReader(s.db, iv, iv.rev, req)
+	if errors.Is(err, errNoHistoryEntry) {
+		return nil, false, nil
+	}
+	return resp, true, err
 }
 
 // rangeReader serves req from r, a consistent view whose revision is cur.
@@ -140,12 +169,12 @@ var errStopScan = errors.New("mvcc: scan stopped")
 // the changes since (rangeAt), which reads each changed key's history once.
 func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, error) {
 	live := sp.rev == sp.cur
-	if live && sp.index != nil && (sp.countOnly || sp.limit > 0) {
+	if live && sp.index != nil && !sp.stop && (sp.countOnly || sp.limit > 0) {
 		count := sp.index.count(sp.key, sp.end)
 		if sp.countOnly || count == 0 {
 			return nil, count, nil
 		}
-		kvs, _, err := s.scan(r, scanSpec{key: sp.key, end: sp.end, rev: sp.rev, cur: sp.cur, limit: sp.limit, keysOnly: sp.keysOnly, stop: true})
+		kvs, _, err := s.scan(r, scanSpec{key: sp.key, end: sp.end, rev: sp.rev, cur: sp.cur, limit: sp.limit, keysOnly: sp.keysOnly, index: sp.index, stop: true})
 		return kvs, count, err
 	}
 	if !live && !sp.stop {
@@ -155,7 +184,7 @@ func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, e
 	}
 	var kvs []*mvccpb.KeyValue
 	var count int64
-	emit := func(k []byte, v []byte) error {
+	emit := func(e *entry) error {
 		if sp.stop && int64(len(kvs)) >= sp.limit {
 			return errStopScan
 		}
@@ -163,21 +192,18 @@ func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, e
 		if sp.countOnly || (sp.limit > 0 && int64(len(kvs)) >= sp.limit) {
 			return nil
 		}
-		typ, kv, err := decodeRecord(append([]byte(nil), k...), v, sp.keysOnly)
-		if err != nil {
-			return fmt.Errorf("decode %q: %w", k, err)
+		if e.typ != recordPut {
+			return fmt.Errorf("decode %q: %w", e.key, errBadRecord)
 		}
-		if typ != recordPut {
-			return fmt.Errorf("decode %q: %w", k, errBadRecord)
-		}
-		kvs = append(kvs, kv)
+		kvs = append(kvs, e.keyValue(sp.keysOnly))
 		return nil
 	}
 	var err error
+	values := !sp.keysOnly && !sp.countOnly
 	if live {
-		err = scanLive(r, sp.key, sp.end, emit)
+		err = scanLive(r, sp.index, sp.key, sp.end, values, emit)
 	} else {
-		err = scanHistory(r, sp.key, sp.end, sp.rev, emit)
+		err = scanHistory(r, sp.key, sp.end, sp.rev, values, emit)
 	}
 	if errors.Is(err, errStopScan) {
 		err = nil
@@ -185,52 +211,13 @@ func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, e
 	return kvs, count, err
 }
 
-// liveBounds returns the l/ iteration bounds for an etcd key range.
-func liveBounds(key, end []byte) (lower, upper []byte) {
-	lower = liveKey(key)
-	switch {
-	case len(end) == 0:
-		upper = append(liveKey(key), 0)
-	case len(end) == 1 && end[0] == 0:
-		upper = []byte{prefixLive + 1}
-	default:
-		upper = liveKey(end)
-	}
-	return lower, upper
-}
-
-// scanLive calls emit for every live key in [key, end), in key order.
-func scanLive(r pebble.Reader, key, end []byte, emit func(k, v []byte) error) error {
-	if len(end) == 0 {
-		v, closer, err := r.Get(liveKey(key))
-		if err == pebble.ErrNotFound {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		defer closer.Close()
-		return emit(key, v)
-	}
-	lower, upper := liveBounds(key, end)
+// newBoundedIter opens an iterator of r over [lower, upper), or returns nil
+// when the interval is empty.
+func newBoundedIter(r pebble.Reader, lower, upper []byte) (*pebble.Iterator, error) {
 	if bytes.Compare(lower, upper) >= 0 {
-		return nil
+		return nil, nil
 	}
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return err
-		}
-		if err := emit(it.Key()[1:], v); err != nil {
-			return err
-		}
-	}
-	return it.Error()
+	return r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 }
 
 // historyBounds returns the h/ iteration bounds for an etcd key range.
@@ -248,14 +235,12 @@ func historyBounds(key, end []byte) (lower, upper []byte) {
 }
 
 // scanHistory calls emit, in key order, for the newest entry at or below rev
-// of every key in [key, end) whose newest entry is a put.
-func scanHistory(r pebble.Reader, key, end []byte, rev int64, emit func(k, v []byte) error) error {
+// of every key in [key, end) whose newest entry is a put; with values set,
+// each with its value.
+func scanHistory(r pebble.Reader, key, end []byte, rev int64, values bool, emit entryFunc) error {
 	lower, upper := historyBounds(key, end)
-	if bytes.Compare(lower, upper) >= 0 {
-		return nil
-	}
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
-	if err != nil {
+	it, err := newBoundedIter(r, lower, upper)
+	if err != nil || it == nil {
 		return err
 	}
 	defer it.Close()
@@ -281,7 +266,17 @@ func scanHistory(r pebble.Reader, key, end []byte, rev int64, emit func(k, v []b
 			return err
 		}
 		if len(v) > 0 && v[0] == recordPut {
-			if err := emit(k, v); err != nil {
+			var e entry
+			if err := e.decode(k, v); err != nil {
+				return err
+			}
+			e.keyOwned = true // decodeHistoryKey made it
+			if values {
+				if e.value, err = recordValue(v); err != nil {
+					return fmt.Errorf("decode history of %q: %w", k, err)
+				}
+			}
+			if err := emit(&e); err != nil {
 				return err
 			}
 		}

@@ -79,7 +79,8 @@ func mergeAt(r pebble.Reader, sp scanSpec, changed []string, then map[string]*mv
 		}
 	}
 	i := 0
-	err := scanLive(r, sp.key, sp.end, func(k, v []byte) error {
+	err := scanLive(r, sp.index, sp.key, sp.end, !sp.keysOnly, func(e *entry) error {
+		k := e.key
 		for i < len(changed) && changed[i] < string(k) && !full() {
 			takeChanged(changed[i])
 			i++
@@ -92,14 +93,10 @@ func mergeAt(r pebble.Reader, sp scanSpec, changed []string, then map[string]*mv
 			i++
 			return nil
 		}
-		typ, kv, err := decodeRecord(append([]byte(nil), k...), v, sp.keysOnly)
-		if err != nil {
-			return fmt.Errorf("decode %q: %w", k, err)
-		}
-		if typ != recordPut {
+		if e.typ != recordPut {
 			return fmt.Errorf("decode %q: %w", k, errBadRecord)
 		}
-		kvs = append(kvs, kv)
+		kvs = append(kvs, e.keyValue(sp.keysOnly))
 		return nil
 	})
 	if err != nil && err != errStopScan {

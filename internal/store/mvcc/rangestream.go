@@ -32,10 +32,11 @@ func (s *Store) RangeStream(ctx context.Context, req *pb.RangeRequest, chunk int
 	// With a limit at the current revision the index counts the range, and
 	// the scan stops at the limit.
 	indexed := int64(-1)
-	if iv := s.idx.viewAt(cur); iv != nil && rev == cur && req.Limit > 0 {
+	iv := s.idx.viewAt(cur)
+	if iv != nil && rev == cur && req.Limit > 0 {
 		indexed = iv.count(req.Key, req.RangeEnd)
 	}
-	emit := func(k, v []byte) error {
+	emit := func(e *entry) error {
 		if req.Limit > 0 && sent+int64(len(buf)) >= req.Limit {
 			if indexed >= 0 {
 				return errStopScan
@@ -44,11 +45,10 @@ func (s *Store) RangeStream(ctx context.Context, req *pb.RangeRequest, chunk int
 			return nil // past the limit: only counted
 		}
 		count++
-		typ, kv, err := decodeRecord(append([]byte(nil), k...), v, req.KeysOnly)
-		if err != nil || typ != recordPut {
-			return fmt.Errorf("decode %q: %w", k, errBadRecord)
+		if e.typ != recordPut {
+			return fmt.Errorf("decode %q: %w", e.key, errBadRecord)
 		}
-		buf = append(buf, kv)
+		buf = append(buf, e.keyValue(req.KeysOnly))
 		if len(buf) >= chunk {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -62,9 +62,9 @@ func (s *Store) RangeStream(ctx context.Context, req *pb.RangeRequest, chunk int
 		return nil
 	}
 	if rev == cur {
-		err = scanLive(snap, req.Key, req.RangeEnd, emit)
+		err = scanLive(snap, iv, req.Key, req.RangeEnd, !req.KeysOnly, emit)
 	} else {
-		err = scanHistory(snap, req.Key, req.RangeEnd, rev, emit)
+		err = scanHistory(snap, req.Key, req.RangeEnd, rev, !req.KeysOnly, emit)
 	}
 	if errors.Is(err, errStopScan) {
 		err = nil

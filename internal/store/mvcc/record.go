@@ -13,9 +13,10 @@ const (
 	recordDelete byte = 'd'
 )
 
-// encodeRecord encodes a key's metadata and value for l/ and h/ entries:
-// type, create, mod, version and lease as varints, then the value. The key
-// itself lives in the pebble key and is not repeated.
+// encodeRecord encodes a key's metadata and value for an h/ entry: type,
+// create, mod, version and lease as varints, then the value. The key itself
+// lives in the pebble key and is not repeated. A live entry (l/) is the same
+// record without the value (encodeMeta).
 func encodeRecord(typ byte, kv *mvccpb.KeyValue) []byte {
 	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+len(kv.Value))
 	b = append(b, typ)
@@ -26,7 +27,54 @@ func encodeRecord(typ byte, kv *mvccpb.KeyValue) []byte {
 	return append(b, kv.Value...)
 }
 
+// encodeMeta encodes kv's metadata as its live entry (l/): the record
+// without the value. Since store format 2 a value is stored once, in the
+// key's history entry at its mod revision; the live entry is what the
+// in-memory index is rebuilt from at open (docs/adr/011).
+func encodeMeta(kv *mvccpb.KeyValue) []byte {
+	b := make([]byte, 0, 1+4*binary.MaxVarintLen64)
+	b = append(b, recordPut)
+	b = binary.AppendVarint(b, kv.CreateRevision)
+	b = binary.AppendVarint(b, kv.ModRevision)
+	b = binary.AppendVarint(b, kv.Version)
+	return binary.AppendVarint(b, kv.Lease)
+}
+
 var errBadRecord = errors.New("mvcc: malformed record")
+
+// recordMod returns the mod revision of a record (live or history entry).
+func recordMod(b []byte) (int64, error) {
+	if len(b) < 5 {
+		return 0, errBadRecord
+	}
+	b = b[1:]
+	_, n := binary.Varint(b) // create
+	if n <= 0 {
+		return 0, errBadRecord
+	}
+	mod, m := binary.Varint(b[n:])
+	if m <= 0 {
+		return 0, errBadRecord
+	}
+	return mod, nil
+}
+
+// recordValue returns the value part of a record: what follows the type
+// and the four varints (empty for a live entry of format 2). It aliases b.
+func recordValue(b []byte) ([]byte, error) {
+	if len(b) < 5 {
+		return nil, errBadRecord
+	}
+	b = b[1:]
+	for i := 0; i < 4; i++ {
+		_, n := binary.Varint(b)
+		if n <= 0 {
+			return nil, errBadRecord
+		}
+		b = b[n:]
+	}
+	return b, nil
+}
 
 // decodeRecord decodes a record into a KeyValue for key. When keysOnly is set
 // the value is left out. The value is copied: b may be pebble's buffer.

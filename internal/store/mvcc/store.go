@@ -15,7 +15,16 @@ import (
 
 // FormatVersion is the on-disk format this code writes. A data dir with a
 // newer format is refused rather than misread.
-const FormatVersion = 1
+//
+//	1  live entries (l/) hold metadata and value
+//	2  live entries hold metadata only; a value is stored once, in the
+//	   key's history entry at its mod revision (docs/adr/011)
+//
+// This code reads both (format 1 wrote every value to the history too); it
+// raises a format-1 dir to 2 when it opens it, before it writes a live
+// entry without its value, so an older binary refuses the dir instead of
+// reading empty values.
+const FormatVersion = 2
 
 // formatMagic marks a pebble directory as a QuantyKube store.
 const formatMagic = "quantykube-store"
@@ -146,6 +155,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 	}
 	defer pebbleMemoryOptions(popts, opts).Unref()
+	pebbleTableOptions(popts)
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("open data dir %s: %w (if the dir is damaged, restore it from a backup or move it away and re-import)", dir, err)
@@ -227,8 +237,14 @@ func (s *Store) loadMeta() error {
 	if len(magic) != len(formatMagic)+1 || string(magic[:len(formatMagic)]) != formatMagic {
 		return fmt.Errorf("data dir %s holds a pebble database that is not a QuantyKube store; pass an empty or new --data-dir", s.dir)
 	}
-	if v := int(magic[len(formatMagic)]); v > FormatVersion {
+	v := int(magic[len(formatMagic)])
+	if v > FormatVersion {
 		return fmt.Errorf("data dir %s has store format %d, newer than this binary's %d; run a newer quantykube", s.dir, v, FormatVersion)
+	}
+	if v < FormatVersion {
+		if err := s.db.Set(metaFormat, append([]byte(formatMagic), byte(FormatVersion)), pebble.Sync); err != nil {
+			return fmt.Errorf("raise the store format of %s from %d to %d: %w", s.dir, v, FormatVersion, err)
+		}
 	}
 	rev, err := s.getInt(s.db, metaRev)
 	if err != nil {
@@ -297,13 +313,15 @@ func (s *Store) Close() error {
 }
 
 // Size returns the bytes pebble uses on disk, and an estimate of the bytes
-// in use by live data.
+// in use by data: every keyspace's tables (history not yet compacted
+// included, as etcd's in-use size counts every revision), without the WAL
+// and files waiting to be deleted.
 func (s *Store) Size() (total, inUse int64) {
 	m := s.db.Metrics()
 	total = int64(m.DiskSpaceUsage())
 	inUse = total
-	if est, err := s.db.EstimateDiskUsage([]byte{prefixLive}, []byte{prefixLive + 1}); err == nil {
-		inUse = int64(est)
+	if est, err := s.db.EstimateDiskUsage([]byte{0}, []byte{0xff}); err == nil {
+		inUse = min(int64(est), total)
 	}
 	return total, inUse
 }

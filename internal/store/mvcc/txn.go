@@ -22,9 +22,13 @@ func (w *writeTxn) checkPut(req *pb.PutRequest) error {
 }
 
 func (w *writeTxn) applyPut(req *pb.PutRequest) (*pb.PutResponse, error) {
-	prev, err := w.live(req.Key)
-	if err != nil {
-		return nil, err
+	// The previous value is read only when the request needs it; the
+	// event's is read when a watcher is sent it (event.go).
+	prev := w.liveMeta(req.Key)
+	if prev != nil && (req.PrevKv || req.IgnoreValue) {
+		if err := w.loadValue(prev); err != nil {
+			return nil, err
+		}
 	}
 	value, lease := req.Value, req.Lease
 	if req.IgnoreValue || req.IgnoreLease {
@@ -50,7 +54,8 @@ func (w *writeTxn) applyDelete(req *pb.DeleteRangeRequest) (*pb.DeleteRangeRespo
 	if len(req.Key) == 0 {
 		return nil, ErrEmptyKey
 	}
-	kvs, err := w.liveRange(req.Key, req.RangeEnd)
+	// Values only for prev_kv in the response; the events read theirs lazily.
+	kvs, err := w.liveEntries(req.Key, req.RangeEnd, req.PrevKv)
 	if err != nil {
 		return nil, err
 	}

@@ -24,12 +24,18 @@ import "errors"
 //   - A stream's API goroutines (etcdapi's receiver) call Watch, Cancel,
 //     RequestProgress, Reply; its sender calls Next and NotifyProgress. Any
 //     number of streams run at once.
+//   - Previous values (prev_kv) are read by Next, in the sender, with no
+//     lock held: notify and the sync loop queue an event response with the
+//     events' PrevKV, and Next reads each once for every watcher of the
+//     event (event.go, watch_queue.go). Neither the committer nor the sync
+//     loop reads a value for a watcher.
 //
 // # Lock order
 //
 //	hub.mu  before  WatchStream.mu
 //
-// A goroutine that holds a stream's mu never takes hub.mu. Neither lock is
+// A goroutine that holds a stream's mu never takes hub.mu (Next's
+// cancelBehind takes hub.mu, then mu, holding neither before). Neither lock is
 // held while reading pebble: the sync loop reads events with no lock and takes
 // hub.mu only to check and advance a watcher between reads. Neither is held
 // while waiting on a client: push never blocks, and Next waits on the stream's

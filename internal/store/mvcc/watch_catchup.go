@@ -75,13 +75,13 @@ func (h *hub) catchUp(snap *pebble.Snapshot, rev int64, w *watcher) {
 		if w.stream.full() {
 			return // retry on the next round
 		}
-		evs, last, err := h.s.readEvents(snap, w, next, rev, maxCatchUpEvents)
+		evs, fills, last, err := h.s.readEvents(snap, w, next, rev, maxCatchUpEvents)
 		if err != nil {
 			h.s.log.Error("watch catch-up: read events", "watch", w.id, "err", err)
 			return
 		}
 		if len(evs) > 0 {
-			w.stream.push(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}, WatchId: w.id, Events: evs}, true)
+			w.stream.pushEvents(queued{resp: &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}, WatchId: w.id, Events: evs}, w: w, fills: fills}, true)
 			w.lastSent = time.Now()
 		}
 		next = last + 1
@@ -106,14 +106,22 @@ func (h *hub) catchUp(snap *pebble.Snapshot, rev int64, w *watcher) {
 }
 
 // readEvents reads the events for w in revisions [from, to], up to about
-// limit events (whole revisions only), and returns the last revision read.
-func (s *Store) readEvents(snap *pebble.Snapshot, w *watcher, from, to int64, limit int) ([]*mvccpb.Event, int64, error) {
+// limit events (whole revisions only), with the previous values the watcher
+// wants to fill (see watcher.toProto), and returns the last revision read.
+func (s *Store) readEvents(snap *pebble.Snapshot, w *watcher, from, to int64, limit int) ([]*mvccpb.Event, []prevFill, int64, error) {
 	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: eventKey(from, 0), UpperBound: eventKey(to+1, 0)})
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer it.Close()
+	// One history iterator for every lookup: much cheaper than one each.
+	hist, err := snap.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixHistory}, UpperBound: []byte{prefixHistory + 1}})
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer hist.Close()
 	var evs []*mvccpb.Event
+	var fills []prevFill
 	last, prevRev := to, int64(0)
 	for ok := it.First(); ok; ok = it.Next() {
 		rev, _ := decodeEventKey(it.Key())
@@ -126,30 +134,33 @@ func (s *Store) readEvents(snap *pebble.Snapshot, w *watcher, from, to int64, li
 		if !w.matches(key) {
 			continue
 		}
-		ev, err := s.historyEvent(snap, append([]byte(nil), key...), rev)
+		ev, err := historyEvent(hist, append([]byte(nil), key...), rev, w.prevKV)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		if w.wants(ev) {
-			evs = append(evs, w.toProto(ev))
+			evs = append(evs, w.toProto(ev, &fills))
 		}
 	}
-	return evs, last, it.Error()
+	return evs, fills, last, it.Error()
 }
 
-// historyEvent rebuilds the event of key at rev, with its previous value,
-// from the history keyspace.
-func (s *Store) historyEvent(r pebble.Reader, key []byte, rev int64) (*Event, error) {
-	prefix := historyPrefix(key)
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: historyKey(key, rev), UpperBound: prefixEnd(prefix)})
+// historyEvent rebuilds the event of key at rev from the history keyspace,
+// through hist (an iterator over h/), with its previous value when withPrev
+// is set.
+func historyEvent(hist *pebble.Iterator, key []byte, rev int64, withPrev bool) (*Event, error) {
+	hk := historyKey(key, rev)
+	if !hist.SeekGE(hk) || !bytes.Equal(hist.Key(), hk) {
+		if err := hist.Error(); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("mvcc: event without history entry; the data dir is damaged")
+	}
+	v, err := hist.ValueAndErr()
 	if err != nil {
 		return nil, err
 	}
-	defer it.Close()
-	if !it.First() {
-		return nil, errors.New("mvcc: event without history entry; the data dir is damaged")
-	}
-	typ, kv, err := decodeRecord(key, it.Value(), false)
+	typ, kv, err := decodeRecord(key, v, false)
 	if err != nil {
 		return nil, err
 	}
@@ -158,14 +169,22 @@ func (s *Store) historyEvent(r pebble.Reader, key []byte, rev int64) (*Event, er
 		ev.Type = mvccpb.DELETE
 		ev.KV = &mvccpb.KeyValue{Key: key, ModRevision: rev}
 	}
-	if it.Next() && bytes.HasPrefix(it.Key(), prefix) {
-		ptyp, pkv, err := decodeRecord(key, it.Value(), false)
+	if !withPrev {
+		return ev, nil
+	}
+	prefix := hk[:len(hk)-8]
+	if hist.Next() && bytes.HasPrefix(hist.Key(), prefix) {
+		pv, err := hist.ValueAndErr()
+		if err != nil {
+			return nil, err
+		}
+		ptyp, pkv, err := decodeRecord(key, pv, false)
 		if err != nil {
 			return nil, err
 		}
 		if ptyp == recordPut {
-			ev.PrevKV = pkv
+			ev.Prev = loadedPrevKV(pkv)
 		}
 	}
-	return ev, it.Error()
+	return ev, hist.Error()
 }

@@ -58,16 +58,18 @@ func (h *hub) notify(rev int64, events []Event) {
 	}
 	for w := range h.synced {
 		var evs []*mvccpb.Event
+		var fills []prevFill
 		for i := range events {
 			if w.wants(&events[i]) {
-				evs = append(evs, w.toProto(&events[i]))
+				evs = append(evs, w.toProto(&events[i], &fills))
 			}
 		}
 		if len(evs) == 0 {
 			w.nextRev = max(w.nextRev, rev+1)
 			continue
 		}
-		if !w.stream.push(&pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}, WatchId: w.id, Events: evs}, false) {
+		resp := &pb.WatchResponse{Header: &pb.ResponseHeader{Revision: rev}, WatchId: w.id, Events: evs}
+		if !w.stream.pushEvents(queued{resp: resp, w: w, fills: fills}, false) {
 			// The client is slow: replay from disk later instead of queueing.
 			w.nextRev = max(w.nextRev, first)
 			delete(h.synced, w)

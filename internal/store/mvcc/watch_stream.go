@@ -18,7 +18,7 @@ type WatchStream struct {
 	signal chan struct{}
 
 	mu       sync.Mutex
-	queue    []*pb.WatchResponse
+	queue    []queued
 	watchers map[int64]*watcher
 	nextID   int64
 	closed   bool

@@ -2,6 +2,7 @@ package mvcc
 
 import (
 	"bytes"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -26,6 +27,10 @@ type watcher struct {
 	stream   *WatchStream
 	// lastSent is when the watcher was last sent anything (for progress_notify).
 	lastSent time.Time
+	// dropped is set when the stream canceled the watcher because the
+	// previous value of an event it was due was compacted away (Next):
+	// responses for it still queued are not sent.
+	dropped atomic.Bool
 }
 
 // matches reports whether key is in the watcher's range: the single key when
@@ -49,10 +54,13 @@ func (w *watcher) wants(ev *Event) bool {
 	return ev.KV.ModRevision >= w.nextRev && w.matches(ev.KV.Key)
 }
 
-func (w *watcher) toProto(ev *Event) *mvccpb.Event {
+// toProto returns ev as the watcher is sent it. When the watcher asked for
+// prev_kv and the change had a previous key-value, a fill is added to fills:
+// the stream's Next sets the event's PrevKv from it before sending.
+func (w *watcher) toProto(ev *Event, fills *[]prevFill) *mvccpb.Event {
 	out := &mvccpb.Event{Type: ev.Type, Kv: ev.KV}
-	if w.prevKV && ev.PrevKV != nil {
-		out.PrevKv = ev.PrevKV
+	if w.prevKV && ev.Prev != nil {
+		*fills = append(*fills, prevFill{ev: out, prev: ev.Prev})
 	}
 	return out
 }

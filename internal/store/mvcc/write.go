@@ -45,24 +45,39 @@ func (w *writeTxn) nextRev() (int64, int64) {
 // currentRev is the revision reads inside the request observe.
 func (w *writeTxn) currentRev() int64 { return w.rev }
 
-// live returns the live key-value of key with its value, or nil. The index
-// answers for an absent key; only a live one is read from the batch.
+// live returns the live key-value of key with its value, or nil: the
+// metadata from the index, the value from the key's history entry through
+// the batch. Only what needs the value reads it (prev_kv asked for in the
+// request, ignore_value, a compare of values); events get theirs lazily.
 func (w *writeTxn) live(key []byte) (*mvccpb.KeyValue, error) {
-	if w.s.idx.get(key) == nil {
+	kv := w.liveMeta(key)
+	if kv == nil {
 		return nil, nil
 	}
-	v, err := w.s.get(w.b, liveKey(key))
-	if err != nil {
+	if err := w.loadValue(kv); err != nil {
 		return nil, err
 	}
-	if v == nil {
-		return nil, fmt.Errorf("live key %q is in the index but not in the store; the data dir changed under a running store", key)
-	}
-	_, kv, err := decodeRecord(append([]byte(nil), key...), v, false)
-	if err != nil {
-		return nil, fmt.Errorf("decode %q: %w", key, err)
-	}
 	return kv, nil
+}
+
+// loadValue sets kv.Value (kv holds a live key's metadata) from the key's
+// history entry at its mod revision, as the batch sees it.
+func (w *writeTxn) loadValue(kv *mvccpb.KeyValue) error {
+	rec, err := w.s.get(w.b, historyKey(kv.Key, kv.ModRevision))
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		return fmt.Errorf("%q at revision %d: %w", kv.Key, kv.ModRevision, errNoHistoryEntry)
+	}
+	value, err := recordValue(rec)
+	if err != nil {
+		return fmt.Errorf("decode history of %q: %w", kv.Key, err)
+	}
+	if len(value) > 0 {
+		kv.Value = value // rec is a copy (Store.get)
+	}
+	return nil
 }
 
 // liveMeta returns the metadata of key's live entry (no value), or nil,
@@ -74,8 +89,10 @@ func (w *writeTxn) liveMeta(key []byte) *mvccpb.KeyValue {
 	return nil
 }
 
-// put writes key=value with lease. prev is the key's live value (nil if
-// absent), as the caller already read it. It returns the new key-value.
+// put writes key=value with lease. prev is the key's live entry (nil if
+// absent: its metadata, with or without its value), as the caller already
+// read it. It returns the new key-value. The value is written once, in the
+// history entry; the live entry holds the metadata (live.go).
 func (w *writeTxn) put(key, value []byte, lease int64, prev *mvccpb.KeyValue) *mvccpb.KeyValue {
 	rev, sub := w.nextRev()
 	kv := &mvccpb.KeyValue{Key: key, Value: value, ModRevision: rev, Version: 1, CreateRevision: rev, Lease: lease}
@@ -83,9 +100,8 @@ func (w *writeTxn) put(key, value []byte, lease int64, prev *mvccpb.KeyValue) *m
 		kv.CreateRevision = prev.CreateRevision
 		kv.Version = prev.Version + 1
 	}
-	rec := encodeRecord(recordPut, kv)
-	_ = w.b.Set(liveKey(key), rec, nil)
-	_ = w.b.Set(historyKey(key, rev), rec, nil)
+	_ = w.b.Set(liveKey(key), encodeMeta(kv), nil)
+	_ = w.b.Set(historyKey(key, rev), encodeRecord(recordPut, kv), nil)
 	_ = w.b.Set(eventKey(rev, sub), key, nil)
 	w.s.idx.set(metaOf(kv))
 	var prevLease int64
@@ -96,11 +112,12 @@ func (w *writeTxn) put(key, value []byte, lease int64, prev *mvccpb.KeyValue) *m
 		w.s.lessor.detach(prevLease, key)
 		w.s.lessor.attach(lease, key)
 	}
-	w.events = append(w.events, Event{Type: mvccpb.PUT, KV: kv, PrevKV: prev})
+	w.events = append(w.events, Event{Type: mvccpb.PUT, KV: kv, Prev: newPrevKV(prev)})
 	return kv
 }
 
-// del deletes the live key prev.Key.
+// del deletes the live key prev.Key (prev: its live entry, with or without
+// its value).
 func (w *writeTxn) del(prev *mvccpb.KeyValue) {
 	rev, sub := w.nextRev()
 	tomb := &mvccpb.KeyValue{Key: prev.Key, ModRevision: rev}
@@ -109,22 +126,28 @@ func (w *writeTxn) del(prev *mvccpb.KeyValue) {
 	_ = w.b.Set(historyKey(prev.Key, rev), encodeRecord(recordDelete, tomb), nil)
 	_ = w.b.Set(eventKey(rev, sub), prev.Key, nil)
 	w.s.lessor.detach(prev.Lease, prev.Key)
-	w.events = append(w.events, Event{Type: mvccpb.DELETE, KV: tomb, PrevKV: prev})
+	w.events = append(w.events, Event{Type: mvccpb.DELETE, KV: tomb, Prev: newPrevKV(prev)})
+}
+
+// liveEntries returns the live keys of [key, end) as the batch sees them:
+// with their values only when values is set (the index alone otherwise).
+func (w *writeTxn) liveEntries(key, end []byte, values bool) ([]*mvccpb.KeyValue, error) {
+	if values {
+		return w.liveRange(key, end)
+	}
+	return w.liveMetas(key, end), nil
 }
 
 // liveRange returns the live key-values of [key, end) as the batch sees them,
 // with their values. A range the index shows empty is not read.
 func (w *writeTxn) liveRange(key, end []byte) ([]*mvccpb.KeyValue, error) {
-	if !w.s.idx.working(w.rev).any(key, end) {
+	iv := w.s.idx.working(w.rev)
+	if !iv.any(key, end) {
 		return nil, nil
 	}
 	var kvs []*mvccpb.KeyValue
-	err := scanLive(w.b, key, end, func(k, v []byte) error {
-		_, kv, err := decodeRecord(append([]byte(nil), k...), v, false)
-		if err != nil {
-			return fmt.Errorf("decode %q: %w", k, err)
-		}
-		kvs = append(kvs, kv)
+	err := scanLive(w.b, iv, key, end, true, func(e *entry) error {
+		kvs = append(kvs, e.keyValue(false))
 		return nil
 	})
 	return kvs, err
