@@ -36,27 +36,22 @@ func (s *Server) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.Watch
 	progress := time.NewTicker(progressCheck(s.cfg.ProgressNotifyInterval))
 	defer progress.Stop()
 	leaderLost := s.monitorLeader(ctx)
-	next := make(chan []*pb.WatchResponse)
-	nextErr := make(chan error, 1)
-	go func() {
-		for {
-			resps, err := ws.Next(ctx)
-			if err != nil {
-				nextErr <- err
-				return
-			}
-			select {
-			case next <- resps:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	// Everything the stream sends — events, progress, created and canceled
+	// answers — comes out of ws in order; this goroutine sends it as soon
+	// as it is queued (Ready, then Take: no goroutine between the commit's
+	// notify and the send).
 	for {
 		select {
 		case <-progress.C:
 			ws.NotifyProgress(s.cfg.ProgressNotifyInterval)
-		case resps := <-next:
+		case <-ws.Ready():
+			resps, err := ws.Take()
+			if errors.Is(err, mvcc.ErrClosed) {
+				return errStopped
+			}
+			if err != nil {
+				return toGRPC(err)
+			}
 			for _, r := range resps {
 				r.Header = s.fill(r.Header)
 				if err := s.sendWatch(stream, r, len(r.Events) > 1 && ws.WantsFragments(r.WatchId)); err != nil {
@@ -68,11 +63,8 @@ func (s *Server) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.Watch
 				return nil
 			}
 			return err
-		case err := <-nextErr:
-			if errors.Is(err, mvcc.ErrClosed) {
-				return errStopped
-			}
-			return nil
+		case <-ws.Stopped():
+			return errStopped
 		case <-leaderLost:
 			return rpctypes.ErrGRPCNoLeader
 		case <-ctx.Done():
