@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 )
@@ -61,6 +62,18 @@ func historyPrefix(key []byte) []byte {
 func historyKey(key []byte, rev int64) []byte {
 	p := historyPrefix(key)
 	return binary.BigEndian.AppendUint64(p, ^uint64(rev))
+}
+
+// appendHistoryKey appends historyKey(key, rev) to dst: exactly
+// historyKeyLen(key) bytes.
+func appendHistoryKey(dst, key []byte, rev int64) []byte {
+	dst = escapeKey(append(dst, prefixHistory), key)
+	return binary.BigEndian.AppendUint64(dst, ^uint64(rev))
+}
+
+// historyKeyLen is the length of historyKey(key, rev).
+func historyKeyLen(key []byte) int {
+	return 1 + len(key) + bytes.Count(key, []byte{0}) + 2 + 8
 }
 
 // putInvertedRev writes rev as a history key's 8-byte suffix into dst.

@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"math"
 	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // The pebble keyspace encodes user keys and revisions (keys.go). These fuzz
@@ -62,6 +64,15 @@ func checkHistoryRoundTrip(t *testing.T, k []byte, rev int64) {
 	}
 	if !bytes.HasPrefix(hk, prefix) {
 		t.Fatalf("historyKey(%q, %d) = %x does not start with its prefix %x", k, rev, hk, prefix)
+	}
+	if len(hk) != historyKeyLen(k) || !bytes.Equal(appendHistoryKey([]byte("x"), k, rev)[1:], hk) {
+		t.Fatalf("appendHistoryKey/historyKeyLen(%q, %d) disagree with historyKey %x (len %d)", k, rev, hk, historyKeyLen(k))
+	}
+	kv := &mvccpb.KeyValue{Key: k, Value: k, CreateRevision: rev, ModRevision: -rev, Version: rev / 3, Lease: rev >> 7}
+	for _, withValue := range []bool{false, true} {
+		if got := appendRecord(nil, recordPut, kv, withValue); len(got) != recordLen(kv, withValue) {
+			t.Fatalf("recordLen(%v, %v) = %d, appendRecord wrote %d bytes", kv, withValue, recordLen(kv, withValue), len(got))
+		}
 	}
 }
 

@@ -18,13 +18,7 @@ const (
 // lives in the pebble key and is not repeated. A live entry (l/) is the same
 // record without the value (encodeMeta).
 func encodeRecord(typ byte, kv *mvccpb.KeyValue) []byte {
-	b := make([]byte, 0, 1+4*binary.MaxVarintLen64+len(kv.Value))
-	b = append(b, typ)
-	b = binary.AppendVarint(b, kv.CreateRevision)
-	b = binary.AppendVarint(b, kv.ModRevision)
-	b = binary.AppendVarint(b, kv.Version)
-	b = binary.AppendVarint(b, kv.Lease)
-	return append(b, kv.Value...)
+	return appendRecord(make([]byte, 0, recordLen(kv, true)), typ, kv, true)
 }
 
 // encodeMeta encodes kv's metadata as its live entry (l/): the record
@@ -32,12 +26,37 @@ func encodeRecord(typ byte, kv *mvccpb.KeyValue) []byte {
 // key's history entry at its mod revision; the live entry is what the
 // in-memory index is rebuilt from at open (docs/adr/011).
 func encodeMeta(kv *mvccpb.KeyValue) []byte {
-	b := make([]byte, 0, 1+4*binary.MaxVarintLen64)
-	b = append(b, recordPut)
-	b = binary.AppendVarint(b, kv.CreateRevision)
-	b = binary.AppendVarint(b, kv.ModRevision)
-	b = binary.AppendVarint(b, kv.Version)
-	return binary.AppendVarint(b, kv.Lease)
+	return appendRecord(make([]byte, 0, recordLen(kv, false)), recordPut, kv, false)
+}
+
+// appendRecord appends kv's record of type typ to dst: with its value, or
+// without it (a live entry). It appends exactly recordLen(kv, withValue)
+// bytes.
+func appendRecord(dst []byte, typ byte, kv *mvccpb.KeyValue, withValue bool) []byte {
+	dst = append(dst, typ)
+	dst = binary.AppendVarint(dst, kv.CreateRevision)
+	dst = binary.AppendVarint(dst, kv.ModRevision)
+	dst = binary.AppendVarint(dst, kv.Version)
+	dst = binary.AppendVarint(dst, kv.Lease)
+	if withValue {
+		dst = append(dst, kv.Value...)
+	}
+	return dst
+}
+
+// recordLen is the length of kv's record (appendRecord).
+func recordLen(kv *mvccpb.KeyValue, withValue bool) int {
+	n := 1 + varintLen(kv.CreateRevision) + varintLen(kv.ModRevision) + varintLen(kv.Version) + varintLen(kv.Lease)
+	if withValue {
+		n += len(kv.Value)
+	}
+	return n
+}
+
+// varintLen is the length of binary.AppendVarint(nil, v).
+func varintLen(v int64) int {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutVarint(buf[:], v)
 }
 
 var errBadRecord = errors.New("mvcc: malformed record")

@@ -100,8 +100,8 @@ func (w *writeTxn) put(key, value []byte, lease int64, prev *mvccpb.KeyValue) *m
 		kv.CreateRevision = prev.CreateRevision
 		kv.Version = prev.Version + 1
 	}
-	_ = w.b.Set(liveKey(key), encodeMeta(kv), nil)
-	_ = w.b.Set(historyKey(key, rev), encodeRecord(recordPut, kv), nil)
+	w.setLive(kv)
+	w.setHistory(kv, rev)
 	_ = w.b.Set(eventKey(rev, sub), key, nil)
 	w.s.idx.set(metaOf(kv))
 	var prevLease int64
@@ -114,6 +114,30 @@ func (w *writeTxn) put(key, value []byte, lease int64, prev *mvccpb.KeyValue) *m
 	}
 	w.events = append(w.events, Event{Type: mvccpb.PUT, KV: kv, Prev: newPrevKV(prev)})
 	return kv
+}
+
+// setLive writes kv's live entry (its metadata) straight into the batch.
+func (w *writeTxn) setLive(kv *mvccpb.KeyValue) {
+	op := w.b.SetDeferred(1+len(kv.Key), recordLen(kv, false))
+	finishDeferred(op, append(append(op.Key[:0], prefixLive), kv.Key...), appendRecord(op.Value[:0], recordPut, kv, false))
+}
+
+// setHistory writes kv's history entry at rev, value included, straight
+// into the batch: the 1 KiB of a typical value is copied once, not encoded
+// into a buffer first (and that buffer collected).
+func (w *writeTxn) setHistory(kv *mvccpb.KeyValue, rev int64) {
+	op := w.b.SetDeferred(historyKeyLen(kv.Key), recordLen(kv, true))
+	finishDeferred(op, appendHistoryKey(op.Key[:0], kv.Key, rev), appendRecord(op.Value[:0], recordPut, kv, true))
+}
+
+// finishDeferred finishes a deferred batch operation whose key and value were
+// appended in place; an encoder that appended another length than it
+// declared is a bug that would corrupt the batch, so it panics.
+func finishDeferred(op *pebble.DeferredBatchOp, key, value []byte) {
+	if len(key) != len(op.Key) || len(value) != len(op.Value) || &key[0] != &op.Key[0] || (len(value) > 0 && &value[0] != &op.Value[0]) {
+		panic(fmt.Sprintf("mvcc: deferred batch op: wrote %d/%d bytes of a %d/%d-byte entry", len(key), len(value), len(op.Key), len(op.Value)))
+	}
+	_ = op.Finish()
 }
 
 // del deletes the live key prev.Key (prev: its live entry, with or without
