@@ -2,8 +2,9 @@
 # test.sh — every test of the project, with real components (README's second command; .ci/run runs it).
 #
 # Stages; the first failure stops the run and its exit code is the script's. They run in the order
-# 1 3 5, then 4 and 7 on one shared cluster, with 2 and 6 beside 4 (in the background, at nice 10:
-# 4's cluster leaves a core idle much of the time); with 4 not selected, 2 and 6 run after 1 and 5:
+# 1, then 3, 4 and 7 on one shared cluster (2 and 6 beside 4, in the background, at nice 10: 4's
+# cluster leaves a core idle much of the time), then 5; with 4 not selected, 2 runs after 1 and 6
+# after 5:
 #   1. go vet, generated files up to date, unit tests of every package, the end-to-end store tests of
 #      test/store (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl) and the
 #      operator's reconciler tests against a real kube-apiserver + etcd, in one `go test`
@@ -11,30 +12,34 @@
 #      the 3-member store: test/store's etcdctl, kill -9 and kube-apiserver tests on 3 members (stage 1 runs
 #      the TestCluster* tests: partition, leader kill, membership), and etcd's tests/robustness
 #      traffic (Kubernetes, EtcdPutDeleteLease) and validators with a member SIGKILLed every few seconds
-#   3. the kubeadm harness (scripts/kubeadm.sh, systemd-nspawn nodes) and the operator's HA move, on
-#      one cluster of 3 control planes behind a load balancer and a worker
-#      (test/kubeadm/down_test.sh crash-ha): `up` killed with kill -9 once its nodes booted, `up` again
-#      over the remains (it must complete), smoke, then scripts/kubeadm.sh e2e's TestOperatorHA
-#      (5,000 objects, the store's HA move and undo through the Installation, a Prober, a writer and
-#      watchers on the load balancer, the store's leader killed mid-way, every resourceVersion
-#      compared); down, the host compared with a snapshot taken before; stage 4/7's cluster is the
-#      "up twice in a row" check (what down_test.sh twice does: up, up again over the running
-#      cluster, smoke, down, host compared), so it costs no cluster of its own
+#   3, 4 and 7 share ONE real kubeadm cluster (scripts/kubeadm.sh, systemd-nspawn nodes), in this order:
+#      the host snapshotted; `up --lb --workers 1` (one control plane whose controlPlaneEndpoint is an
+#      HAProxy node, and a worker) killed with kill -9 once its nodes booted (stage 3; test/kubeadm/crash.sh),
+#      `up` again over the remains (it must complete), `up` again over the running cluster (up twice in
+#      a row), smoke; then
+#   4. install runtime / undo runtime on the worker and the control plane (scripts/kubeadm.sh node,
+#      test/noderuntime) and install store / undo store (scripts/kubeadm.sh move, test/move), each with
+#      a failure and a kill -9 at every step, and bad input; kubeadm upgrade on the moved cluster, a
+#      manifest pointed back refused, undo after a long life on the store
+#   7. back on etcd and containerd: the operator end to end (scripts/kubeadm.sh e2e, TestOperator):
+#      5,000 objects, deploy/quantykube.yaml applied, the store and a labelled worker Moved then Undone
+#      with the operator pod killed at every step, every resourceVersion kept, every pod Running; then
+#      a worker with an injected fault: Failed within its deadline, rolled back
+#   3. the cluster grown to 3 control planes behind the load balancer (scripts/kubeadm.sh grow
+#      --control-planes 3: certificates uploaded again, joins through the LB, haproxy reloaded), smoke,
+#      then scripts/kubeadm.sh e2e's TestOperatorHA (the same 5,000 objects, the store's HA move and undo
+#      through the Installation, a Prober, a writer and watchers on the load balancer, the store's leader
+#      killed mid-way, every resourceVersion compared);
+#      then down, down again, and the host compared with its snapshot. A subset runs its own part of
+#      that flow on the same kind of cluster (STAGES=3 alone: crash, up, up again, smoke, grow, smoke,
+#      TestOperatorHA, which loads the objects first).
 #   5. the runtime: critest v1.37.0 fully offline (scripts/critest.sh), kill -9 and restart of the
 #      runtime with containers running (scripts/critest/restart.sh), a real kubelet on it
 #      (scripts/critest/kubelet.sh)
 #   6. bench/run.sh --quick: every benchmark workload once against the store, etcd and kine (a smoke
 #      check that asserts that each ran, never a number; the full run writes docs/benchmarks.md)
-#   4. on one real cluster (control plane + 1 worker; up and smoke first): install runtime / undo
-#      runtime on the worker and the control plane (scripts/kubeadm.sh node, test/noderuntime) and
-#      install store / undo store (scripts/kubeadm.sh move, test/move), each with a failure and a
-#      kill -9 at every step, and bad input; kubeadm upgrade on the moved cluster, a manifest pointed
-#      back refused, undo after a long life on the store
-#   7. on the same cluster, back on etcd and containerd: the operator end to end (scripts/kubeadm.sh
-#      e2e, test/e2e): 5,000 objects, deploy/quantykube.yaml applied, the store and a labelled worker
-#      Moved then Undone with the operator pod killed at every step, every resourceVersion kept, every
-#      pod Running; then a worker with an injected fault: Failed within its deadline, rolled back
-#   After 4/7 the cluster goes down and the host is compared with its snapshot from before `up`.
+# Every stage and step prints its start (time of day, time since the start); each step of the
+# cluster, at its end, how long it took.
 #
 # Real binaries are built from the Go module proxy by scripts/deps.sh and cached under
 # ${QK_CACHE:-<repo>/.cache}; the first run on a fresh machine spends most of its time there.
@@ -43,10 +48,22 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export PATH=$PATH:/usr/local/go/bin
-STAGES=${STAGES:-"1 2 3 4 5 6 7"}   # run in the order 1 2 3 5 6, then 4 and 7 on one cluster
+STAGES=${STAGES:-"1 2 3 4 5 6 7"}   # run in the order 1 (2), then 3, 4, 7 on one cluster (2 and 6 beside 4), then 5 (6)
 CACHE=${QK_CACHE:-$ROOT/.cache}
 T0=$SECONDS
-stage() { printf '\n=== %s (%s, +%dm%02ds)\n' "$*" "$(date -u +%H:%M:%S)" $(((SECONDS - T0) / 60)) $(((SECONDS - T0) % 60)); }
+mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+stage() { printf '\n=== %s (%s, +%s)\n' "$*" "$(date -u +%H:%M:%S)" "$(mmss $((SECONDS - T0)))"; }
+# timed WHAT CMD...: a step: its start as stage prints it, CMD, then how long
+# it took (or that it failed, and after how long; the run stops there). CMD
+# must be a command, not a shell function (under `||` a function would run
+# without set -e).
+timed() {
+  local what=$1 t0=$SECONDS rc=0
+  shift
+  stage "$what"
+  "$@" || rc=$?
+  if ((rc == 0)); then echo "--- $what: done in $(mmss $((SECONDS - t0)))"; else echo "--- $what: FAILED (exit $rc) after $(mmss $((SECONDS - t0)))"; exit "$rc"; fi
+}
 # use_slot picks the first free cluster slot (bridge, node subnet, names, state
 # dir) so a cluster left running by other work on this host is never touched.
 use_slot() {
@@ -121,7 +138,7 @@ stage6() {
   bench/run.sh --quick
 }
 # Stages 2 and 6 (processes on the host's loopback only: no link, rule,
-# mount, cgroup or sysctl of the host changes, so stage 4/7's host
+# mount, cgroup or sysctl of the host changes, so the cluster's host
 # comparison is not disturbed) run beside stage 4, whose cluster leaves a
 # core idle much of the time (API servers restarting, kubelet syncing), when
 # both are selected; else in their place. They run at nice 10: the
@@ -153,11 +170,52 @@ side_wait() {
   stage "stages$SIDE passed"
 }
 if want 2 && [[ $SIDE != *2* ]]; then stage2; fi
-if want 3; then
-  stage "3. kubeadm harness: up killed with kill -9 and run again over the remains (3 control planes + LB + 1 worker), the operator's HA move and undo (TestOperatorHA), down; the host unchanged (up twice in a row: stage 4/7)"
+# Stages 3, 4 and 7 share one cluster, one control plane behind the load
+# balancer and a worker (`up --lb --workers 1`): stage 3's checks of `up`
+# (killed with kill -9 and run again over the remains; up twice in a row)
+# are its ups, stages 4 and 7 run on it, then stage 3 grows it to three
+# control planes for TestOperatorHA. One snapshot of the host before the
+# first `up`, compared after the `down` (what down_test.sh checks, on the
+# cluster every test ran on). Stage 4's tests and stage 7's leave the
+# cluster on etcd and containerd, every pod Running: the state the next
+# starts from. Stage 5 comes after the comparison (its runtime makes
+# cgroups, mounts and netns of its own on the host).
+if want 3 || want 4 || want 7; then
   clusters_built
   use_slot
-  bash test/kubeadm/down_test.sh crash-ha
+  snap=$(mktemp -d /tmp/qk-ci-host.XXXXXX)
+  scripts/kubeadm.sh down >/dev/null 2>&1 || true
+  test/kubeadm/snapshot.sh "$snap/before"
+  trap 'if [[ -n $SIDE_PID ]]; then kill -- "$SIDE_PID" 2>/dev/null || true; fi; scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
+  stage "3/4/7. one real cluster: one control plane behind the load balancer (up --lb) and a worker, for stage 3's checks of up, the moves (4) and the operator (7); then grown to three control planes (3)"
+  if want 3; then
+    timed "3. up --lb --workers 1 killed with kill -9 once its nodes booted" test/kubeadm/crash.sh up --lb --workers 1
+  fi
+  timed "3/4/7. up --lb --workers 1$(if want 3; then echo ' over the remains of the killed one (it must complete)'; fi)" scripts/kubeadm.sh up --lb --workers 1
+  timed "3/4/7. up --lb --workers 1 again over the running cluster (up twice in a row)" scripts/kubeadm.sh up --lb --workers 1
+  timed "3/4/7. smoke" scripts/kubeadm.sh smoke
+  if want 4; then
+    side_start
+    stage "4. install/undo runtime and install/undo store on the cluster, with faults"
+    timed "4. install/undo runtime (scripts/kubeadm.sh node)" scripts/kubeadm.sh node   # first: its tests want a worker with only their own pods
+    timed "4. install/undo store (scripts/kubeadm.sh move)" scripts/kubeadm.sh move
+    side_wait   # before 7: its operator runs against deadlines
+  fi
+  if want 7; then
+    timed "7. the operator end to end: move and undo through one Installation, killed at every step, a failing node (TestOperator)" scripts/kubeadm.sh e2e
+  fi
+  if want 3; then
+    timed "3. grow --control-planes 3: two control planes join through the load balancer" scripts/kubeadm.sh grow --control-planes 3
+    timed "3. smoke (three control planes, every API server UP behind the load balancer)" scripts/kubeadm.sh smoke
+    timed "3. the operator's HA move and undo (TestOperatorHA)" scripts/kubeadm.sh e2e
+  fi
+  stage "3/4/7. down, and the host as it was before up"
+  timed "3/4/7. down" scripts/kubeadm.sh down
+  timed "3/4/7. down again (idempotent)" scripts/kubeadm.sh down
+  trap - EXIT
+  test/kubeadm/snapshot.sh "$snap/after"
+  test/kubeadm/compare.sh "$snap/before" "$snap/after"
+  rm -rf "$snap"
 fi
 if want 5; then
   stage "5. the runtime: critest offline, restart under load, kubelet"
@@ -167,40 +225,6 @@ if want 5; then
   scripts/critest/kubelet.sh
 fi
 if want 6 && [[ $SIDE != *6* ]]; then stage6; fi
-# Stages 4 and 7 share one cluster (control plane + 1 worker): one `up`, and the
-# host compared with its snapshot after the `down` (what `down_test.sh plain`
-# checks, on the cluster the moves ran on). Stage 4's tests leave the cluster on
-# etcd and containerd, every pod Running — the state stage 7 starts from.
-if want 4 || want 7; then
-  clusters_built
-  use_slot
-  snap=$(mktemp -d /tmp/qk-ci-host.XXXXXX)
-  scripts/kubeadm.sh down >/dev/null 2>&1 || true
-  test/kubeadm/snapshot.sh "$snap/before"
-  trap 'if [[ -n $SIDE_PID ]]; then kill -- "$SIDE_PID" 2>/dev/null || true; fi; scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
-  stage "4/7. one real cluster for the moves and the operator: up, up again over it, smoke"
-  scripts/kubeadm.sh up --workers 1
-  scripts/kubeadm.sh up --workers 1   # stage 3's "twice in a row": up over a running cluster
-  scripts/kubeadm.sh smoke
-  if want 4; then
-    side_start
-    stage "4. install/undo runtime and install/undo store on the cluster, with faults"
-    scripts/kubeadm.sh node   # first: its tests want a worker with only their own pods
-    scripts/kubeadm.sh move
-    side_wait   # before 7: its operator runs against deadlines
-  fi
-  if want 7; then
-    stage "7. the operator end to end: move and undo through one Installation, killed at every step, a failing node"
-    scripts/kubeadm.sh e2e
-  fi
-  stage "4/7. down, and the host as it was before up"
-  scripts/kubeadm.sh down
-  scripts/kubeadm.sh down   # idempotent
-  trap - EXIT
-  test/kubeadm/snapshot.sh "$snap/after"
-  test/kubeadm/compare.sh "$snap/before" "$snap/after"
-  rm -rf "$snap"
-fi
 built
 stage "all stages passed"
 n=0; for s in $STAGES; do n=$((n + 1)); done

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/quantyroot/quantykube/internal/install/storemove"
 )
 
 // haCluster is a cluster of three control planes behind a load balancer
@@ -27,7 +29,10 @@ type haCluster struct {
 }
 
 // haSetup is setup for a three-control-plane cluster; it skips on any
-// other (the one-control-plane e2e runs TestOperator instead).
+// other (the one-control-plane e2e runs TestOperator instead). The cluster
+// may have been made with one control plane behind the load balancer and
+// grown to three (`scripts/kubeadm.sh up --lb`, then `grow`), after
+// TestOperator ran on it.
 func haSetup(t *testing.T) *haCluster {
 	c := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -120,5 +125,32 @@ func (h *haCluster) noHostEtcdutl(t *testing.T) {
 	t.Helper()
 	for _, cp := range h.cps {
 		h.MustExec(t, cp, "rm", "-f", "/usr/local/bin/etcdutl")
+	}
+}
+
+// setAsideEarlierStoreData moves aside, on each control plane, the store's
+// data dir an earlier one-control-plane move left there (its undo keeps
+// the data: "the store's data is kept in ..."), as the HA move's preflight
+// asks a person to ("the store's data dir ... is not empty; move it aside
+// first"): a cluster grown to three control planes after TestOperator (or
+// test/move) ran on its first one starts the HA move so. Only the dir of a
+// stopped store under an API server on etcd is touched; anything else is
+// left for the preflight to refuse.
+func (h *haCluster) setAsideEarlierStoreData(t *testing.T) {
+	t.Helper()
+	dir := storemove.DefaultPaths().DataDir
+	for _, cp := range h.cps {
+		if out, _ := h.Exec(cp, "sh", "-c", "ls -A "+dir+" 2>/dev/null | head -n 1"); strings.TrimSpace(out) == "" {
+			continue
+		}
+		if out, _ := h.Exec(cp, "systemctl", "is-active", storemove.UnitName); strings.TrimSpace(out) == "active" {
+			continue
+		}
+		if strings.Contains(h.etcdServersOf(t, cp), ":2479") {
+			continue
+		}
+		aside := fmt.Sprintf("%s.before-ha-%d", dir, time.Now().Unix())
+		h.MustExec(t, cp, "mv", dir, aside)
+		t.Logf("%s: an earlier one-control-plane move left its data in %s (its undo keeps it): moved aside to %s, as the HA move's preflight asks", cp, dir, aside)
 	}
 }

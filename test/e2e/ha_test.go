@@ -36,6 +36,7 @@ func TestOperatorHA(t *testing.T) {
 		t.Fatalf("%d loaded objects; want at least %d (scripts/kubeadm.sh load %d)", len(want), minObjects, minObjects)
 	}
 	h.fromScratch(t)
+	h.setAsideEarlierStoreData(t)
 	h.kubectl(t, "", "label", "node", h.worker, v1.RuntimeLabel+"-")
 	runtimeNodes := h.haRuntimeNodes(t)
 	for _, n := range runtimeNodes {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# down_test.sh [plain|ha|crash|crash-ha|twice]: `down` leaves the host as it found it.
+# down_test.sh [plain|ha|crash|crash-ha|twice|grow|crash-grow]: `down` leaves the host as it found it.
 #
 #   plain (default)  snapshot the host; up; smoke; down; snapshot; compare
 #   ha               the same with up --control-planes 3 --workers 1 (a load
@@ -13,7 +13,15 @@
 #                    must complete); smoke; the operator's HA e2e
 #                    (scripts/kubeadm.sh e2e: TestOperatorHA); down; snapshot;
 #                    compare. crash's check and an HA cluster's in one up/down.
+#   grow             snapshot; up --lb --workers 1 (one control plane behind
+#                    the LB); smoke; grow --control-planes 3; smoke; down;
+#                    snapshot; compare (QK_HA_TEST=1 runs `ha` after the grow)
+#   crash-grow       snapshot; up --lb --workers 1; grow --control-planes 3
+#                    killed with kill -9 after its first join (QK_CRASH_AT,
+#                    default 'joined'); grow again (it must complete); smoke;
+#                    down; snapshot; compare
 #
+# The kill -9 of crash modes is test/kubeadm/crash.sh's (QK_CRASH_DELAY).
 # A snapshot (test/kubeadm/snapshot.sh) covers iptables, links, addresses,
 # routes, mounts, network namespaces, sysctls, cgroup trees and node
 # processes. Run it on a host where nothing else changes those meanwhile.
@@ -52,25 +60,29 @@ twice)
 	step "smoke" "$kubeadm_sh" smoke
 	;;
 crash | crash-ha)
-	state=${QK_STATE:-${QK_CACHE:-$root/.cache}/kubeadm/state}
 	up_args=()
 	[[ $mode == crash-ha ]] && up_args=(--control-planes 3 --workers 1)
-	setsid "$kubeadm_sh" up "${up_args[@]}" >"$tmp/up.log" 2>&1 &
-	up_pid=$!
-	booted() { compgen -G "$state/nodes/*/console.log" >/dev/null && grep -q 'nodes booted' "$tmp/up.log"; }
-	for _ in $(seq 1 900); do booted && break; kill -0 "$up_pid" 2>/dev/null || break; sleep 1; done
-	sleep "${QK_CRASH_DELAY:-3}"
-	kill -9 -- "-$up_pid" 2>/dev/null
-	wait "$up_pid" 2>/dev/null
-	echo "killed up (pid $up_pid) after: $(tail -n 1 "$tmp/up.log")"
-	step "up was killed with nodes running" booted
+	step "up was killed with nodes running" "$here/crash.sh" up "${up_args[@]}"
 	if [[ $mode == crash-ha ]]; then
 		step "up ${up_args[*]} again over the remains of the killed one" "$kubeadm_sh" up "${up_args[@]}"
 		step "smoke" "$kubeadm_sh" smoke
 		step "e2e: the operator's HA move and undo (TestOperatorHA)" "$kubeadm_sh" e2e
 	fi
 	;;
-*) echo "usage: test/kubeadm/down_test.sh [plain|ha|crash|crash-ha|twice]" >&2; exit 2 ;;
+grow)
+	step "up --lb --workers 1" "$kubeadm_sh" up --lb --workers 1
+	step "smoke (one control plane behind the LB)" "$kubeadm_sh" smoke
+	step "grow --control-planes 3" "$kubeadm_sh" grow --control-planes 3
+	step "smoke (three control planes)" "$kubeadm_sh" smoke
+	if [[ ${QK_HA_TEST:-} == 1 ]]; then step "ha (API servers restarted one at a time)" "$kubeadm_sh" ha; fi
+	;;
+crash-grow)
+	step "up --lb --workers 1" "$kubeadm_sh" up --lb --workers 1
+	step "grow was killed after its first join" env QK_CRASH_AT="${QK_CRASH_AT:-joined}" "$here/crash.sh" grow --control-planes 3
+	step "grow --control-planes 3 again over the killed one" "$kubeadm_sh" grow --control-planes 3
+	step "smoke (three control planes)" "$kubeadm_sh" smoke
+	;;
+*) echo "usage: test/kubeadm/down_test.sh [plain|ha|crash|crash-ha|twice|grow|crash-grow]" >&2; exit 2 ;;
 esac
 
 step "down" "$kubeadm_sh" down

@@ -86,6 +86,9 @@ state_nodes() {
 	return 0
 }
 
+# state_control_planes prints the control-plane nodes recorded in the state dir.
+state_control_planes() { state_nodes | grep -E -- "^$QK_CLUSTER-cp[0-9]+\$" || true; }
+
 # wait_for SECONDS WHAT CMD...: retries CMD every second until it succeeds or time runs out.
 wait_for() {
 	local limit=$1 what=$2 t0=$SECONDS

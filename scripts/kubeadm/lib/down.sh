@@ -7,16 +7,13 @@ cmd_down() {
 	require_host
 	# Best effort: one step failing must not stop the others (set -e off here).
 	set +e
-	local n
-	# a running `up` would keep making things while we remove them
-	if [[ -f $QK_STATE/up.pid ]]; then
-		local upid
-		upid=$(cat "$QK_STATE/up.pid")
-		if [[ -n $upid && $upid != "$$" && -d /proc/$upid ]] && grep -q kubeadm.sh "/proc/$upid/cmdline" 2>/dev/null; then
-			log "stopping the running 'up' (pid $upid) and its children"
-			kill_tree "$upid"
-		fi
-	fi
+	local n f upid
+	# a running `up` or `grow` would keep making things while we remove them
+	for f in up grow; do
+		upid=$(running_pid "$QK_STATE/$f.pid") || continue
+		log "stopping the running '$f' (pid $upid) and its children"
+		kill_tree "$upid"
+	done
 	for n in $(state_nodes); do
 		log "removing node $n"
 		node_kill "$n"
@@ -41,6 +38,15 @@ cmd_down() {
 	rm -rf "$QK_STATE"
 	set -e
 	log "down: nothing of the cluster is left on the host"
+}
+
+# running_pid FILE prints the pid FILE records when it is a kubeadm.sh still
+# running (not this one), or fails.
+running_pid() {
+	local pid
+	pid=$(cat "$1" 2>/dev/null) || return 1
+	[[ -n $pid && $pid != "$$" && -d /proc/$pid ]] && grep -q kubeadm.sh "/proc/$pid/cmdline" 2>/dev/null || return 1
+	echo "$pid"
 }
 
 # kill_tree PID: SIGKILL PID and all its descendants, children first found.

@@ -12,6 +12,7 @@
 cmd_ha() {
 	[[ -f $QK_STATE/kubeconfig ]] || die "no cluster: run 'scripts/kubeadm.sh up --control-planes 3' first"
 	is_lb "$(lb_name)" 2>/dev/null || die "no load balancer in $QK_STATE (a one-control-plane cluster): run 'scripts/kubeadm.sh up --control-planes 3'"
+	(($(state_control_planes | wc -l) > 1)) || die "one control plane behind $(lb_name): restarting it stops the API; run 'scripts/kubeadm.sh grow --control-planes 3' first"
 	log "ha: API servers restarted one at a time while a client on $(lb_name) reads and writes every 100 ms (go test ./test/ha)"
 	# The test reaches the nodes through scripts/kubeadm.sh exec: it needs this cluster's parameters.
 	export QK_CLUSTER QK_BRIDGE QK_NODE_NET QK_POD_NET QK_CHAIN QK_STATE QK_CACHE

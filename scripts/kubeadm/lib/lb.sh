@@ -3,7 +3,10 @@
 # kubeadm's HA guide describes it: HAProxy (Debian's package) in TCP mode on
 # LB:6443, in front of every control plane's kube-apiserver, each checked by
 # an HTTPS GET of /readyz. kubeadm's controlPlaneEndpoint, every join and the
-# host's kubeconfig point at it.
+# host's kubeconfig point at it. `up --lb` (QK_LB=1) puts it in front of a
+# single control plane too, as kubeadm's docs advise for a control plane that
+# may become HA later: `grow` needs that endpoint (kubeadm joins no control
+# plane to a cluster whose endpoint is one node's own address).
 #
 # The LB is a node like the others (a `systemd-nspawn -b` container on the
 # bridge, in $QK_STATE/nodes/$QK_CLUSTER-lb, so `down`, `exec` and `status`
@@ -11,18 +14,23 @@
 # iproute2, haproxy, socat): the Kubernetes nodes' template is not changed by
 # it, and the host gets nothing but what every node already costs.
 #
-# Invariants: a one-control-plane cluster has no LB and no trace of one (its
-# nodes, files and kubeconfig are what they were before the LB existed); the
-# LB node's directory holds a file `lb`, which tells it from a Kubernetes node.
+# Invariants: a one-control-plane cluster has no LB and no trace of one unless
+# asked with --lb (without it, its nodes, files and kubeconfig are what they
+# were before the LB existed); the LB node's directory holds a file `lb`,
+# which tells it from a Kubernetes node; haproxy's backends are the control
+# planes that have joined (up lists its own at once; grow adds each one
+# after its join).
 
 QK_LB_PACKAGES=systemd,systemd-sysv,dbus,iproute2,procps,haproxy,socat
 QK_LB_PORT=${QK_LB_PORT:-6443}
+QK_LB=${QK_LB:-0} # 1: an LB even in front of one control plane (up --lb)
+[[ $QK_LB == [01] ]] || { echo "kubeadm.sh: QK_LB=$QK_LB: want 0 or 1 (1 = a load balancer in front of one control plane too, as up --lb)" >&2; exit 1; }
 
 lb_name() { echo "$QK_CLUSTER-lb"; }
 # The LB's address: .2 of the nodes' /24 (the host is .1, nodes start at .10).
 lb_ip() { echo "$QK_NODE_NET.2"; }
-# lb_wanted: this `up` makes an LB (more than one control plane).
-lb_wanted() { ((QK_CONTROL_PLANES > 1)); }
+# lb_wanted: this `up` makes an LB (more than one control plane, or --lb).
+lb_wanted() { ((QK_CONTROL_PLANES > 1 || QK_LB == 1)); }
 # is_lb NAME: NAME is the LB node of the state dir.
 is_lb() { [[ -e $(node_dir "$1")/lb ]]; }
 
@@ -99,7 +107,7 @@ LinkLocalAddressing=no
 IPv6AcceptRA=no
 EOF2
 	{ echo "127.0.0.1 localhost"; echo "$ip $name"; } | node_write "$name" /etc/hosts
-	lb_haproxy_cfg | node_write "$name" /etc/haproxy/haproxy.cfg
+	lb_backends_planned | lb_haproxy_cfg | node_write "$name" /etc/haproxy/haproxy.cfg
 	echo "$ip" >"$(node_dir "$name")/ip"
 }
 
@@ -109,9 +117,10 @@ EOF2
 # retried on another server (redispatch): a client only sees a server go if
 # it had a connection open to it. Timeouts are the guide's, but idle TCP
 # connections live 10 min (client-go pings idle HTTP/2 connections every
-# 30 s; watches may be quiet for longer than that).
+# 30 s; watches may be quiet for longer than that). The backends are read
+# from stdin, "NAME IP" a line (lb_backends_planned, lb_backends_state).
 lb_haproxy_cfg() {
-	local i
+	local name ip
 	cat <<EOF2
 # Written by scripts/kubeadm.sh: the load balancer in front of $QK_CLUSTER's API servers.
 global
@@ -143,9 +152,16 @@ backend kube-apiservers
     balance roundrobin
     default-server inter 500ms fall 2 rise 2
 EOF2
-	for ((i = 0; i < QK_CONTROL_PLANES; i++)); do
-		echo "    server $QK_CLUSTER-cp$((i + 1)) $(node_ip "$i"):6443 check verify none"
+	while read -r name ip; do
+		echo "    server $name $ip:6443 check verify none"
 	done
+}
+
+# lb_backends_planned: "NAME IP" of every control plane `up` makes (they
+# boot after the LB: their addresses come from their indexes).
+lb_backends_planned() {
+	local i
+	for ((i = 0; i < QK_CONTROL_PLANES; i++)); do echo "$QK_CLUSTER-cp$((i + 1)) $(node_ip "$i")"; done
 }
 
 # lb_boot: the LB node's cgroups, files and nspawn, like node_boot's (no

@@ -76,15 +76,14 @@ node_write() {
 # node_files NAME INDEX: the node's own configuration, written into its upper
 # layer: address and routes to the other nodes' pod subnets, CNI, containerd.
 node_files() {
-	local name=$1 k=$2 ip pod n j=0 routes=""
+	local name=$1 k=$2 ip pod n j routes=""
 	ip=$(node_ip "$k")
 	pod=$(node_podcidr "$k")
-	for n in $(node_names); do
+	while read -r n j; do
 		if ((j != k)); then
 			routes+=$'\n'"[Route]"$'\n'"Destination=$(node_podcidr "$j")"$'\n'"Gateway=$(node_ip "$j")"$'\n'
 		fi
-		j=$((j + 1))
-	done
+	done < <(node_layout)
 	# kube-proxy's DaemonSet mounts hostPath /lib/modules (no type: it must
 	# exist); nodes have no kernel modules of their own, so it stays empty.
 	mkdir -p "$(node_dir "$name")/upper/usr/lib/modules"
@@ -102,8 +101,7 @@ $routes
 EOF2
 	{
 		echo "127.0.0.1 localhost"
-		j=0
-		for n in $(node_names); do echo "$(node_ip "$j") $n"; j=$((j + 1)); done
+		while read -r n j; do echo "$(node_ip "$j") $n"; done < <(node_layout)
 		if lb_wanted; then echo "$(lb_ip) $(lb_name)"; fi
 	} | node_write "$name" /etc/hosts
 	echo "nameserver $QK_NODE_NET.1" | node_write "$name" /etc/resolv.conf
@@ -152,8 +150,39 @@ EOF2
 	echo "$pod" >"$(node_dir "$name")/podcidr"
 }
 
+# A node's INDEX places it: address .10+INDEX of the nodes' /24, pod subnet
+# .INDEX+1.0/24 of the pods' /16. Two nodes of a cluster never share one.
 node_ip() { echo "$QK_NODE_NET.$((10 + $1))"; }
 node_podcidr() { echo "$QK_POD_NET.$(($1 + 1)).0/24"; }
+# QK_MAX_INDEX: the highest index that fits (.254 and .255.0/24).
+QK_MAX_INDEX=244
+
+# node_layout prints "NAME INDEX" for every Kubernetes node of the cluster
+# being made, the list node_files writes routes and /etc/hosts from: `up`'s
+# shape in boot order (control planes first, then workers: node_names), or
+# QK_LAYOUT when set (grow: the running nodes' own indexes and the new ones').
+node_layout() {
+	if [[ -n ${QK_LAYOUT:-} ]]; then
+		printf '%s\n' "$QK_LAYOUT"
+		return
+	fi
+	local n j=0
+	for n in $(node_names); do
+		echo "$n $j"
+		j=$((j + 1))
+	done
+}
+
+# state_layout prints "NAME INDEX" for every Kubernetes node in the state dir
+# with a recorded address (the LB is not one: it has no index).
+state_layout() {
+	local n ip
+	for n in $(state_nodes); do
+		is_lb "$n" && continue
+		ip=$(cat "$(node_dir "$n")/ip" 2>/dev/null) || continue
+		echo "$n $((${ip##*.} - 10))"
+	done
+}
 
 # node_boot NAME INDEX: make the node's directories, cgroups and files, and
 # start systemd-nspawn in the background. QK_BINDS holds extra --bind-ro args.

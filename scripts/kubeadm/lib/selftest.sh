@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# selftest.sh: `selftest [plain|ha|crash|twice]` checks that `down` leaves the host as it
+# selftest.sh: `selftest [plain|ha|crash|crash-ha|twice|grow|crash-grow]` checks that `down` leaves the host as it
 # found it (test/kubeadm/down_test.sh does the work; see there).
 
 cmd_selftest() {
