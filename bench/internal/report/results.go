@@ -17,6 +17,9 @@ type Better string
 const (
 	Higher Better = "higher"
 	Lower  Better = "lower"
+	// Neutral marks a figure that describes the run rather than grades a
+	// store (how many keys a copy found); it has no arrow and no target.
+	Neutral Better = "neutral"
 )
 
 // Sample is one figure from one run of one store.
