@@ -47,6 +47,7 @@ type Results struct {
 	Quick         bool                `json:"quick"`
 	Runs          int                 `json:"runs"`
 	Members       int                 `json:"members,omitempty"` // 3 for the replicated runs; 0 or 1: single member
+	Keys          int                 `json:"keys,omitempty"`    // key space size of a size run (--keys); 0: the main run's
 	Started       time.Time           `json:"started"`
 	Finished      time.Time           `json:"finished"`
 	Machine       []KV                `json:"machine"`
