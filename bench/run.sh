@@ -8,6 +8,11 @@
 #   bench/run.sh --members 3 [--quick]   3-member store vs 3-member etcd: put@64, txn, ranges, leader failover;
 #                           writes $QK_CACHE/bench/members3-<time>/benchmarks-3-members.md (never docs/);
 #                           the store is skipped, with the reason, while it has no --initial-cluster
+#   bench/run.sh --keys 1000000   size run: the key space workload alone with that many 1 KiB keys on the store
+#                           and etcd, one run (load, LIST, RangeStream, updates, move copy, compaction, RSS,
+#                           disk; ~3 GB of disk for the store, more for etcd); writes
+#                           $QK_CACHE/bench/keys<N>-<time>/benchmarks-<N>-keys.md (never docs/); --stores,
+#                           --runs pass through (e.g. --stores quantykube,etcd,kine)
 #
 # What it does: builds the peers through scripts/deps.sh (cached by version under ${QK_CACHE:-.cache}),
 # builds quantykube and the harness (bench/cmd/qkbench), then runs the harness. The harness exits
@@ -17,17 +22,23 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 QUICK=0
 MEMBERS=1
+KEYS=
 ARGS=()
 while (($#)); do
   case $1 in
     --quick) QUICK=1 ;;
     --members) (($# >= 2)) || { echo "bench/run.sh: --members needs 1 or 3" >&2; exit 1; }; MEMBERS=$2; shift ;;
-    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --keys) (($# >= 2)) || { echo "bench/run.sh: --keys needs a key count, e.g. 1000000" >&2; exit 1; }; KEYS=$2; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) ARGS+=("$1") ;;
   esac
   shift
 done
 [[ $MEMBERS == 1 || $MEMBERS == 3 ]] || { echo "bench/run.sh: --members $MEMBERS: use 1 or 3" >&2; exit 1; }
+if [[ -n $KEYS ]]; then
+  [[ $KEYS =~ ^[1-9][0-9]*$ ]] || { echo "bench/run.sh: --keys $KEYS: pass a key count, e.g. 1000000" >&2; exit 1; }
+  ((MEMBERS == 1)) || { echo "bench/run.sh: --keys runs one member per store; drop --members" >&2; exit 1; }
+fi
 
 if command -v go >/dev/null 2>&1; then GO=$(command -v go)
 elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
@@ -56,6 +67,10 @@ if ((MEMBERS == 3)); then
   if ((QUICK)); then WORK=$CACHE/bench/quick-3-members; MODE=(--quick); else WORK=$CACHE/bench/members3-$(date -u +%Y%m%dT%H%M%SZ); MODE=(); fi
   OUT=$WORK/benchmarks-3-members.md
   MODE+=(--members 3)
+elif [[ -n $KEYS ]]; then
+  if ((QUICK)); then WORK=$CACHE/bench/quick-keys$KEYS; MODE=(--quick); else WORK=$CACHE/bench/keys$KEYS-$(date -u +%Y%m%dT%H%M%SZ); MODE=(); fi
+  OUT=$WORK/benchmarks-$KEYS-keys.md
+  MODE+=(--keys "$KEYS")
 elif ((QUICK)); then
   WORK=$CACHE/bench/quick
   OUT=$WORK/benchmarks-quick.md

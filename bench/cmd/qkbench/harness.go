@@ -40,9 +40,25 @@ func (h *harness) expectAll(kinds []string) {
 			h.res.Expect(wlKube, k)
 		}
 		if h.want("keyspace") {
-			for _, w := range []string{wlCreate, wlListWrites, wlUpdate, wlKeyspace} {
+			for _, w := range h.keyspaceWorkloads(k) {
 				h.res.Expect(w, k)
 			}
 		}
 	}
+}
+
+// keyspaceWorkloads lists the workloads of the keyspace group on kind: the
+// writes during LISTs unless the size run dropped them, and the move copies
+// on etcd, their source.
+func (h *harness) keyspaceWorkloads(kind string) []string {
+	ws := []string{wlCreate, wlUpdate, wlKeyspace}
+	if h.p.ListWriteFor > 0 {
+		ws = append(ws, wlListWrites)
+	}
+	if kind == server.Etcd {
+		for _, ps := range h.p.CopyPageSizes {
+			ws = append(ws, moveCopyWorkload(ps))
+		}
+	}
+	return ws
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,8 +39,13 @@ func run() error {
 		runs                           int
 		out, jsonOut, analysis, stores string
 		only, versions                 string
-		members                        int
+		members, keys                  int
+		copyPages                      string
 	)
+	flag.IntVar(&keys, "keys", 0, "size run: the key space workload with this many keys (e.g. 1000000); "+
+		"unless given, --only keyspace, --stores quantykube,etcd and --runs 1, and no writes during full LISTs")
+	flag.StringVar(&copyPages, "copy-page-sizes", "0", "storemove page sizes of the move copy on the etcd run, comma-separated, one copy each "+
+		"(0: storemove's default, the move's; e.g. 0,10000 to compare)")
 	flag.IntVar(&members, "members", 1, "members per store: 1, or 3 for the replicated runs (put@64, txn, ranges, leader failover; quantykube and etcd only)")
 	flag.BoolVar(&quick, "quick", false, "small sizes, one run: a smoke check that every workload runs")
 	flag.IntVar(&runs, "runs", 3, "interleaved runs per store (the full run needs at least 3)")
@@ -62,7 +68,7 @@ func run() error {
 		"'quantykube-cache512=--cache-bytes=536870912'; add NAME to --stores (repeatable)")
 	flag.StringVar(&versions, "versions", "", "extra version lines for the report, key=value;key=value")
 	flag.Parse()
-	if quick && !isSet("runs") {
+	if (quick || keys > 0) && !isSet("runs") {
 		runs = 1
 	}
 	if fromJSON != "" {
@@ -76,6 +82,19 @@ func run() error {
 	}
 	if runs < 1 {
 		return fmt.Errorf("--runs %d: pass 1 or more", runs)
+	}
+	if keys < 0 || (keys > 0 && members != 1) {
+		return fmt.Errorf("--keys %d: pass a positive key count, with one member", keys)
+	}
+	if keys > 0 && !isSet("only") {
+		only = "keyspace"
+	}
+	if keys > 0 && !isSet("stores") {
+		stores = server.QuantyKube + "," + server.Etcd
+	}
+	pageSizes, err := parseInts(copyPages)
+	if err != nil {
+		return fmt.Errorf("--copy-page-sizes %q: %w", copyPages, err)
 	}
 	h.only = map[string]bool{}
 	for _, g := range strings.Split(only, ",") {
@@ -108,7 +127,11 @@ func run() error {
 		}
 	}
 	h.p = paramsFor(quick)
-	h.res = &report.Results{Quick: quick, Runs: runs, Members: members, Started: time.Now()}
+	if keys > 0 {
+		h.p = h.p.withKeys(keys)
+	}
+	h.p.CopyPageSizes = pageSizes
+	h.res = &report.Results{Quick: quick, Runs: runs, Members: members, Keys: keys, Started: time.Now()}
 	h.res.LoadBefore = loadavg()
 	h.res.Machine = machine(h.work)
 	h.res.Versions = append(binVersions(h), parseKV(versions)...)
@@ -182,11 +205,11 @@ func write(res *report.Results, out string, kinds []string, analysis string) err
 		extra = string(b)
 	}
 	tg := targets()
-	if res.Members == 3 {
-		// The targets and bench/analysis.md are about the single-member runs.
+	if res.Members == 3 || res.Keys > 0 {
+		// The targets and bench/analysis.md are about the main run.
 		tg, extra = nil, ""
 	}
-	return report.Render(res, out, kinds, server.Etcd, tg, intro(res.Quick, res.Members), extra)
+	return report.Render(res, out, kinds, server.Etcd, tg, intro(res), extra)
 }
 
 // check prints every problem and fails if there is one.
@@ -215,6 +238,19 @@ func parseKV(s string) []report.KV {
 		}
 	}
 	return out
+}
+
+// parseInts parses a comma-separated list of non-negative integers.
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not a page size (0 or more)", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // multiFlag is a repeatable string flag.

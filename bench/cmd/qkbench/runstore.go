@@ -71,10 +71,10 @@ func (h *harness) runStore(ctx context.Context, run int, kind string) error {
 		}
 	}
 	if h.want("keyspace") {
-		for _, w := range []string{wlCreate, wlUpdate, wlKeyspace} {
+		for _, w := range h.keyspaceWorkloads(kind) {
 			h.res.Expect(w, kind)
 		}
-		if err := h.runKeyspace(ctx, kind, s, c, add); err != nil {
+		if err := h.runKeyspace(ctx, run, kind, dir, s, c, add); err != nil {
 			h.res.Fail("run %d, %s, %s: %v", run, kind, wlKeyspace, err)
 		}
 	}
@@ -149,17 +149,24 @@ func (h *harness) runKube(ctx context.Context, kind string, s *server.Server, di
 	return nil
 }
 
-func (h *harness) runKeyspace(ctx context.Context, kind string, s *server.Server, c *clientv3.Client, add adder) error {
+// runKeyspace is the key space workload on one store: load p.Keys keys
+// (create transactions), read them all (paged range, RangeStream), update
+// each once while measuring, then compact; RSS and disk are read between
+// the steps. On etcd, the move copy runs after the updates, out of the
+// loaded key space. dir is the store run's directory (scratch space for the
+// copy's store).
+func (h *harness) runKeyspace(ctx context.Context, run int, kind, dir string, s *server.Server, c *clientv3.Client, add adder) error {
 	n := h.p.Keys
 	cpu := h.cpuMeter(s, add)
 	cs, revs, err := keyspace.Create(ctx, c, n, h.p.ValueSize, h.p.KeyWorkers)
 	if err != nil {
 		return err
 	}
-	slog.Info("key space loaded", "store", kind, "keys", n, "per_s", int(cs.PerSecond()), "p99", cs.P99)
+	slog.Info("key space loaded", "store", kind, "keys", n, "per_s", int(cs.PerSecond()), "p99", cs.P99, "took", cs.Elapsed.Round(time.Millisecond))
 	add(wlCreate, "throughput", "writes/s", report.Higher, cs.PerSecond())
 	add(wlCreate, "p99", "ms", report.Lower, ms(cs.P99))
 	cpu(wlCreate, n)
+	add(wlKeyspace, "load time", "s", report.Lower, cs.Elapsed.Seconds())
 
 	time.Sleep(2 * time.Second) // let background flushes settle before RSS
 	rss, err := server.RSS(s.Pid())
@@ -184,15 +191,11 @@ func (h *harness) runKeyspace(ctx context.Context, kind string, s *server.Server
 	add(wlKeyspace, metricStream, "ms", report.Lower, ms(stream))
 	slog.Info("key space read", "store", kind, "paged", paged, "stream", stream, "rss_mib", int(mib(rss)))
 
-	lw, err := keyspace.WritesDuringLists(ctx, c, revs, h.p.ValueSize, h.p.ListWriters, h.p.PageSize, h.p.ListWriteFor)
-	if err != nil {
-		return err
+	if h.p.ListWriteFor > 0 {
+		if err := h.runListWrites(ctx, kind, c, revs, add); err != nil {
+			return err
+		}
 	}
-	add(wlListWrites, "throughput", "writes/s", report.Higher, lw.Writes.PerSecond())
-	add(wlListWrites, "p99", "ms", report.Lower, ms(lw.Writes.P99))
-	add(wlListWrites, "full LISTs", "lists/s", report.Higher, float64(lw.Lists)/lw.Writes.Elapsed.Seconds())
-	add(wlListWrites, "full LIST (mean)", "ms", report.Lower, ms(lw.ListMean))
-	slog.Info("writes during lists", "store", kind, "writes_s", int(lw.Writes.PerSecond()), "p99", lw.Writes.P99, "lists", lw.Lists, "list_mean", lw.ListMean)
 
 	cpu = h.cpuMeter(s, add)
 	us, err := keyspace.Update(ctx, c, revs, h.p.ValueSize, h.p.KeyWorkers)
@@ -203,6 +206,36 @@ func (h *harness) runKeyspace(ctx context.Context, kind string, s *server.Server
 	add(wlUpdate, "p99", "ms", report.Lower, ms(us.P99))
 	cpu(wlUpdate, n)
 
+	if kind == server.Etcd {
+		for i, ps := range h.p.CopyPageSizes {
+			copyDir := filepath.Join(dir, fmt.Sprintf("move-copy-%d", i))
+			if err := h.runMoveCopy(ctx, c, copyDir, ps, add); err != nil {
+				h.res.Fail("run %d, %s, %s: %v", run, kind, moveCopyWorkload(ps), err)
+			}
+		}
+	}
+	return h.runCompaction(ctx, kind, s, c, add)
+}
+
+// runListWrites measures update transactions while one client lists the
+// whole key space every 10 ms (keyspace.WritesDuringLists).
+func (h *harness) runListWrites(ctx context.Context, kind string, c *clientv3.Client, revs []int64, add adder) error {
+	lw, err := keyspace.WritesDuringLists(ctx, c, revs, h.p.ValueSize, h.p.ListWriters, h.p.PageSize, h.p.ListWriteFor)
+	if err != nil {
+		return err
+	}
+	add(wlListWrites, "throughput", "writes/s", report.Higher, lw.Writes.PerSecond())
+	add(wlListWrites, "p99", "ms", report.Lower, ms(lw.Writes.P99))
+	add(wlListWrites, "full LISTs", "lists/s", report.Higher, float64(lw.Lists)/lw.Writes.Elapsed.Seconds())
+	add(wlListWrites, "full LIST (mean)", "ms", report.Lower, ms(lw.ListMean))
+	slog.Info("writes during lists", "store", kind, "writes_s", int(lw.Writes.PerSecond()), "p99", lw.Writes.P99, "lists", lw.Lists, "list_mean", lw.ListMean)
+	return nil
+}
+
+// runCompaction measures the disk with two versions of every key, the
+// compaction at the current revision (physical), the disk after it (etcd:
+// also after a defragmentation) and the RSS at the end.
+func (h *harness) runCompaction(ctx context.Context, kind string, s *server.Server, c *clientv3.Client, add adder) error {
 	time.Sleep(2 * time.Second)
 	before, err := server.DiskUsage(s.DataDir)
 	if err != nil {
@@ -230,7 +263,7 @@ func (h *harness) runKeyspace(ctx context.Context, kind string, s *server.Server
 		}
 		add(wlKeyspace, "disk after compaction + defrag (etcd only)", "MiB", report.Lower, mib(defr))
 	}
-	rss, err = server.RSS(s.Pid())
+	rss, err := server.RSS(s.Pid())
 	if err != nil {
 		return err
 	}

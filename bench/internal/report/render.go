@@ -7,14 +7,24 @@ import (
 	"strings"
 )
 
-// Target is one of the issue's goals for the store, compared on medians.
+// Target is one of the issue's goals for the store, compared on medians:
+// against another store's median (Other and Factor), or against a fixed
+// figure in the metric's unit (Value, with Other empty).
 type Target struct {
 	Text     string // as the issue states it
 	Workload string
 	Metric   string
-	Other    string  // the store compared with (etcd or kine)
+	Other    string  // the store compared with (etcd or kine); empty: compared with Value
 	Factor   float64 // store must be >= Factor×other (Higher) or <= Factor×other (Lower)
+	Value    float64 // with Other empty: store must be >= Value (Higher) or <= Value (Lower)
+	// Store is the column the judged figure is read from; empty means the
+	// report's subject (its first store). A figure measured during another
+	// store's run (the move copy, whose source is the etcd run) names it.
+	Store string
 }
+
+// fixed reports whether t compares with a fixed figure rather than a store.
+func (t Target) fixed() bool { return t.Other == "" }
 
 // Render writes the markdown report to path. stores are the columns, in
 // order; the first is the subject, ref the reference store for ratios.
@@ -40,15 +50,11 @@ func Render(r *Results, path string, stores []string, ref string, targets []Targ
 	}
 
 	w("\n## Results\n\nMedian of %d interleaved run(s), min–max in parentheses. Ratios are medians ÷ %s's median; "+
-		"the arrow says which direction is better.\n\n", r.Runs, ref)
+		"the arrow says which direction is better (a row without one describes the run).\n\n", r.Runs, ref)
 	w("| workload | metric | %s | %s |", strings.Join(stores, " | "), ratioHeads(stores, ref))
 	w("\n|---|---|%s%s\n", strings.Repeat("---:|", len(stores)), strings.Repeat("---:|", len(stores)-1))
 	for _, row := range rows(r) {
-		arrow := "↑"
-		if row.better == Lower {
-			arrow = "↓"
-		}
-		w("| %s | %s (%s) %s |", row.workload, row.metric, row.unit, arrow)
+		w("| %s | %s |", row.workload, row.label())
 		refStat, refOK := r.Aggregate(row.workload, row.metric, ref)
 		for _, st := range stores {
 			w(" %s |", cell(r, row.workload, row.metric, st))
@@ -84,22 +90,7 @@ func Render(r *Results, path string, stores []string, ref string, targets []Targ
 		w("\n## Targets for %s (issue 5; tracked, never asserted)\n\n", subject)
 		w("| target | %s | other | ratio | met |\n|---|---:|---:|---:|---|\n", subject)
 		for _, t := range targets {
-			s, ok1 := r.Aggregate(t.Workload, t.Metric, subject)
-			o, ok2 := r.Aggregate(t.Workload, t.Metric, t.Other)
-			if !ok1 || !ok2 {
-				w("| %s | – | – | – | not measured |\n", t.Text)
-				continue
-			}
-			ratio := s.Median / o.Median
-			met := ratio >= t.Factor
-			if betterOf(r, t.Workload, t.Metric) == Lower {
-				met = ratio <= t.Factor
-			}
-			verdict := "no"
-			if met {
-				verdict = "yes"
-			}
-			w("| %s | %s | %s: %s | %.2f× | %s |\n", t.Text, format(s.Median), t.Other, format(o.Median), ratio, verdict)
+			w("%s\n", targetRow(r, t, subject))
 		}
 	}
 	if a := strings.TrimSpace(analysis); a != "" {
@@ -111,9 +102,62 @@ func Render(r *Results, path string, stores []string, ref string, targets []Targ
 	return nil
 }
 
+// targetRow renders one line of the targets table: the judged figure (the
+// subject's median, or t.Store's), what it is compared with, the ratio, and
+// whether the target is met. A target against a store is met when the ratio
+// is at least (Higher) or at most (Lower) t.Factor; one against a fixed
+// figure when the median is at least (Higher) or at most (Lower) t.Value.
+func targetRow(r *Results, t Target, subject string) string {
+	col := subject
+	if t.Store != "" {
+		col = t.Store
+	}
+	s, ok := r.Aggregate(t.Workload, t.Metric, col)
+	if !ok {
+		return fmt.Sprintf("| %s | – | – | – | not measured |", t.Text)
+	}
+	figure := format(s.Median)
+	if col != subject {
+		figure += fmt.Sprintf(" (%s's run)", col)
+	}
+	other, bound := "", t.Factor
+	var ratio float64
+	if t.fixed() {
+		other = fmt.Sprintf("fixed: %s %s", format(t.Value), unitOf(r, t.Workload, t.Metric))
+		ratio, bound = s.Median/t.Value, 1
+	} else {
+		o, ok := r.Aggregate(t.Workload, t.Metric, t.Other)
+		if !ok {
+			return fmt.Sprintf("| %s | – | – | – | not measured |", t.Text)
+		}
+		other, ratio = fmt.Sprintf("%s: %s", t.Other, format(o.Median)), s.Median/o.Median
+	}
+	met := ratio >= bound
+	if betterOf(r, t.Workload, t.Metric) == Lower {
+		met = ratio <= bound
+	}
+	verdict := "no"
+	if met {
+		verdict = "yes"
+	}
+	return fmt.Sprintf("| %s | %s | %s | %.2f× | %s |", t.Text, figure, other, ratio, verdict)
+}
+
 type row struct {
 	workload, metric, unit string
 	better                 Better
+}
+
+// label is the metric column: name, unit and the better direction's arrow.
+func (r row) label() string {
+	switch r.better {
+	case Lower:
+		return fmt.Sprintf("%s (%s) ↓", r.metric, r.unit)
+	case Neutral:
+		return fmt.Sprintf("%s (%s)", r.metric, r.unit)
+	default:
+		return fmt.Sprintf("%s (%s) ↑", r.metric, r.unit)
+	}
 }
 
 // rows returns each (workload, metric) once, grouped by workload, workloads
@@ -137,6 +181,16 @@ func rows(r *Results) []row {
 		out = append(out, byWorkload[w]...)
 	}
 	return out
+}
+
+// unitOf returns the unit recorded with (workload, metric), or "".
+func unitOf(r *Results, workload, metric string) string {
+	for _, s := range r.Samples {
+		if s.Workload == workload && s.Metric == metric {
+			return s.Unit
+		}
+	}
+	return ""
 }
 
 func betterOf(r *Results, workload, metric string) Better {

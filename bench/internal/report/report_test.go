@@ -69,3 +69,49 @@ func TestRenderRatiosAndTargets(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderTargetAgainstAFixedFigure: a target with no Other store is
+// judged against Value in the metric's unit, on the median of the column
+// Store names (here the etcd run's, where the move copy is recorded).
+func TestRenderTargetAgainstAFixedFigure(t *testing.T) {
+	r := &Results{Runs: 3}
+	for i, v := range []float64{40000, 70000, 60000} {
+		r.Add(Sample{Run: i + 1, Store: "e", Workload: "copy", Metric: "copy rate", Unit: "keys/s", Better: Higher, Value: v})
+	}
+	r.Add(Sample{Run: 1, Store: "e", Workload: "copy", Metric: "copy time", Unit: "ms", Better: Lower, Value: 900})
+	r.Add(Sample{Run: 1, Store: "e", Workload: "copy", Metric: "keys copied", Unit: "keys", Better: Neutral, Value: 50000})
+	targets := []Target{
+		{Text: "copy ≥ 50k keys/s", Workload: "copy", Metric: "copy rate", Value: 50000, Store: "e"},
+		{Text: "copy ≥ 80k keys/s", Workload: "copy", Metric: "copy rate", Value: 80000, Store: "e"},
+		{Text: "copy ≤ 1 s", Workload: "copy", Metric: "copy time", Value: 1000, Store: "e"},
+		{Text: "copy ≤ 0.5 s", Workload: "copy", Metric: "copy time", Value: 500, Store: "e"},
+		{Text: "subject's copy ≥ 50k keys/s", Workload: "copy", Metric: "copy rate", Value: 50000},
+	}
+	out := renderString(t, r, []string{"q", "e"}, "e", targets)
+	for _, want := range []string{
+		"| copy ≥ 50k keys/s | 60,000 (e's run) | fixed: 50,000 keys/s | 1.20× | yes |",
+		"| copy ≥ 80k keys/s | 60,000 (e's run) | fixed: 80,000 keys/s | 0.75× | no |",
+		"| copy ≤ 1 s | 900 (e's run) | fixed: 1,000 ms | 0.90× | yes |",
+		"| copy ≤ 0.5 s | 900 (e's run) | fixed: 500 ms | 1.80× | no |",
+		"| subject's copy ≥ 50k keys/s | – | – | – | not measured |",
+		"| copy | copy rate (keys/s) ↑ | – | 60,000 (40,000–70,000) | – |",
+		"| copy | keys copied (keys) | – | 50,000 | – |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func renderString(t *testing.T, r *Results, stores []string, ref string, targets []Target) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "out.md")
+	if err := Render(r, path, stores, ref, targets, "# T", ""); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

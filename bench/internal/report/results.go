@@ -17,6 +17,9 @@ type Better string
 const (
 	Higher Better = "higher"
 	Lower  Better = "lower"
+	// Neutral marks a figure that describes the run rather than grades a
+	// store (how many keys a copy found); it has no arrow and no target.
+	Neutral Better = "neutral"
 )
 
 // Sample is one figure from one run of one store.
@@ -44,6 +47,7 @@ type Results struct {
 	Quick         bool                `json:"quick"`
 	Runs          int                 `json:"runs"`
 	Members       int                 `json:"members,omitempty"` // 3 for the replicated runs; 0 or 1: single member
+	Keys          int                 `json:"keys,omitempty"`    // key space size of a size run (--keys); 0: the main run's
 	Started       time.Time           `json:"started"`
 	Finished      time.Time           `json:"finished"`
 	Machine       []KV                `json:"machine"`
