@@ -205,7 +205,7 @@ func (v *indexView) count(key, end []byte) int64 {
 	}
 	var n int64
 	if m := v.memo.Load(); m != nil && bytes.Equal(m.end, end) && bytes.Compare(m.key, key) <= 0 {
-		n = m.n - v.walkCount(m.key, key)
+		n = m.n - v.countBetween(m.key, key)
 	} else {
 		n = v.walkCount(key, end)
 	}
@@ -217,6 +217,17 @@ func (v *indexView) count(key, end []byte) int64 {
 func (v *indexView) walkCount(key, end []byte) int64 {
 	var n int64
 	v.ascend(key, end, func(*keyMeta) bool { n++; return true })
+	return n
+}
+
+// countBetween counts the live keys k with lo <= k < hi, plain byte
+// bounds: unlike walkCount's etcd range, hi "\x00" or hi == lo is no
+// special case (a memo's key and the next page's key may be either).
+func (v *indexView) countBetween(lo, hi []byte) int64 {
+	var n int64
+	if bytes.Compare(lo, hi) < 0 {
+		v.tree.AscendRange(&keyMeta{key: string(lo)}, &keyMeta{key: string(hi)}, func(*keyMeta) bool { n++; return true })
+	}
 	return n
 }
 

@@ -201,4 +201,15 @@ func TestCountMemoMatchesWalk(t *testing.T) {
 			}
 		}
 	}
+	// The same range counted twice in a row, and ranges from "\x00" (every
+	// key, as a full read at an old revision asks): the memo's key equals the
+	// next key, or is "\x00", which an etcd range end would read as "to the
+	// end" (a bug once: counts of 0 and -1, and empty reads at old revisions).
+	for _, end := range [][]byte{{0}, []byte("d")} {
+		for _, key := range [][]byte{{0}, {0}, []byte("a"), []byte("c/100"), []byte("c/100"), {0}, []byte("c/499"), {0}} {
+			if got, want := v.count(key, end), v.walkCount(key, end); got != want {
+				t.Fatalf("count(%q, %q) = %d, walk says %d", key, end, got, want)
+			}
+		}
+	}
 }
