@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # test.sh — every test of the project, with real components (README's second command; .ci/run runs it).
 #
-# Stages; the first failure stops the run and its exit code is the script's. They run in the order
-# 1, then 3, 4 and 7 on one shared cluster (2 and 6 beside 4, in the background, at nice 10: 4's
-# cluster leaves a core idle much of the time), then 5; with 4 not selected, 2 runs after 1 and 6
-# after 5:
+# Stages; the first failure stops the run and its exit code is the script's. With a cluster stage
+# (3, 4 or 7) selected, 3, 4 and 7 run on ONE shared cluster, the run's long pole, while 1, 2 and 6
+# run beside it in a side lane at nice 10 (the cluster leaves a core idle much of the time); then 5.
+# Without one: 1, 2, 5, then 6.
 #   1. go vet, generated files up to date, unit tests of every package, the end-to-end store tests of
 #      test/store (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl) and the
 #      operator's reconciler tests against a real kube-apiserver + etcd, in one `go test`
@@ -48,7 +48,13 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 export PATH=$PATH:/usr/local/go/bin
-STAGES=${STAGES:-"1 2 3 4 5 6 7"}   # run in the order 1 (2), then 3, 4, 7 on one cluster (2 and 6 beside 4), then 5 (6)
+# One build configuration for every go build, vet and test of the run: the
+# image's (static, paths trimmed; scripts/kubeadm/lib/common.sh's
+# build_quantykube). A second one (cgo, or paths kept) compiles the whole
+# tree again: each was 4-6 minutes of a cold run's two cores. (The peers'
+# builds in scripts/deps.sh set their own.)
+export CGO_ENABLED=0 GOFLAGS=-trimpath
+STAGES=${STAGES:-"1 2 3 4 5 6 7"}   # 3, 4, 7 on one cluster with 1, 2, 6 beside it, then 5; without a cluster stage 1, 2, 5, 6
 CACHE=${QK_CACHE:-$ROOT/.cache}
 T0=$SECONDS
 mmss() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
@@ -63,6 +69,7 @@ timed() {
   stage "$what"
   "$@" || rc=$?
   if ((rc == 0)); then echo "--- $what: done in $(mmss $((SECONDS - t0)))"; else echo "--- $what: FAILED (exit $rc) after $(mmss $((SECONDS - t0)))"; exit "$rc"; fi
+  side_check
 }
 # use_slot picks the first free cluster slot (bridge, node subnet, names, state
 # dir) so a cluster left running by other work on this host is never touched.
@@ -89,15 +96,16 @@ if want 3 || want 4 || want 7; then
   QK_CONTROL_PLANES=3 scripts/kubeadm.sh templates >"$CACHE/kubeadm-templates.log" 2>&1 &
 fi
 
-go build -o "$CACHE/bin/quantykube" ./cmd/quantykube
+go build -buildvcs=false -ldflags "-s -w" -o "$CACHE/bin/quantykube" ./cmd/quantykube
 export QK_STORE_BIN=$CACHE/bin/quantykube
 eval "$(scripts/deps.sh env etcd etcdctl etcdutl kube-apiserver kube-controller-manager)"
 export QK_KUBECTL=${QK_KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
-# The components later stages need are built in the background while stage
-# 1 runs (its tests leave a core idle some of the time; on a cold machine
-# these builds are ~20 min): first what the clusters need (the rest of
-# Kubernetes, CoreDNS, crictl, then the images: stage 3 waits for those),
-# then the peers and tools of stages 5 and 6. deps.sh builds one at a time
+# The components later stages need are built in the background from here
+# on, beside stage 1 (the side lane at nice 10 when a cluster stage runs, so
+# these come first; on a cold machine they are ~15 min): first what the
+# clusters need (the rest of Kubernetes, CoreDNS, crictl, then the images:
+# the cluster's first `up` waits for those), then the peers and tools of
+# stages 5 and 6. deps.sh builds one at a time
 # under its lock, so a stage that asks for one meanwhile waits for it, and a
 # failed build here is retried, and reported, by the stage that needs it.
 rm -f "$CACHE/.prefetch-clusters"
@@ -120,12 +128,12 @@ built() {
   wait "$PREFETCH" || { echo "the background build of the components failed (the stages build what is missing):"; tail -n 20 "$CACHE/prefetch.log"; }
   PREFETCH=
 }
-if want 1; then
+stage1() {
   stage "1. go vet, unit tests and end-to-end store tests"
   go vet ./...
   scripts/generate.sh check   # the CRD, RBAC and deepcopy code match the Go types
   go test -count=1 -timeout 30m ./...
-fi
+}
 stage2() {
   stage "2. Kubernetes storage suites against quantykube store"
   test/k8s-storage/run.sh --store-bin "$QK_STORE_BIN"
@@ -137,22 +145,23 @@ stage6() {
   stage "6. benchmarks, quick: every workload ran on every store"
   bench/run.sh --quick
 }
-# Stages 2 and 6 (processes on the host's loopback only: no link, rule,
-# mount, cgroup or sysctl of the host changes, so the cluster's host
-# comparison is not disturbed) run beside stage 4, whose cluster leaves a
-# core idle much of the time (API servers restarting, kubelet syncing), when
-# both are selected; else in their place. They run at nice 10: the
-# cluster's processes, whose steps wait against deadlines, come first; the
-# suites have none that tight (CPU time beside them is what they take).
+# The side lane: stages 1, 2 and 6 (processes on the host's loopback only:
+# no link, rule, mount, cgroup or sysctl of the host changes, so the
+# cluster's host comparison is not disturbed) run beside the cluster, from
+# its first `up` on, when a cluster stage is selected; else in the order
+# 1, 2, then 6 after 5. The cluster is the run's long pole and leaves a
+# core idle much of the time (API servers restarting, kubelet syncing,
+# nodes draining); the lane runs at nice 10, so the cluster's processes,
+# whose steps wait against deadlines, come first (the suites have none that
+# tight). A failure in the lane stops the run at the cluster's next step.
 SIDE=
-if want 4; then
-  want 2 && SIDE+=" 2"
-  want 6 && SIDE+=" 6"
+if $clusters; then
+  for s in 1 2 6; do if want "$s"; then SIDE+=" $s"; fi; done
 fi
 SIDE_PID=
 side_start() {
   [[ -n $SIDE ]] || return 0
-  stage "stages$SIDE start beside stage 4 (output: $CACHE/side.log, printed when they end)"
+  stage "stages$SIDE start beside the cluster (output: $CACHE/side.log, printed when they end)"
   (
     renice -n 10 -p "$BASHPID" >/dev/null
     for s in $SIDE; do "stage$s"; done
@@ -164,12 +173,22 @@ side_wait() {
   local rc=0
   wait "$SIDE_PID" || rc=$?
   SIDE_PID=
-  echo "--- stages$SIDE, beside stage 4 ($CACHE/side.log):"
+  echo "--- stages$SIDE, beside the cluster ($CACHE/side.log):"
   cat "$CACHE/side.log"
   ((rc == 0)) || { echo "stages$SIDE failed (exit $rc)"; exit "$rc"; }
   stage "stages$SIDE passed"
 }
-if want 2 && [[ $SIDE != *2* ]]; then stage2; fi
+# side_check ends the run if the side lane has failed (timed calls it after
+# every cluster step); a lane that passed is reported as it ends.
+side_check() {
+  [[ -n $SIDE_PID ]] || return 0
+  if kill -0 "$SIDE_PID" 2>/dev/null; then return 0; fi
+  side_wait
+}
+if ! $clusters; then
+  if want 1; then stage1; fi
+  if want 2; then stage2; fi
+fi
 # Stages 3, 4 and 7 share one cluster, one control plane behind the load
 # balancer and a worker (`up --lb --workers 1`): stage 3's checks of `up`
 # (killed with kill -9 and run again over the remains; up twice in a row)
@@ -180,13 +199,14 @@ if want 2 && [[ $SIDE != *2* ]]; then stage2; fi
 # cluster on etcd and containerd, every pod Running: the state the next
 # starts from. Stage 5 comes after the comparison (its runtime makes
 # cgroups, mounts and netns of its own on the host).
-if want 3 || want 4 || want 7; then
-  clusters_built
+if $clusters; then
   use_slot
   snap=$(mktemp -d /tmp/qk-ci-host.XXXXXX)
   scripts/kubeadm.sh down >/dev/null 2>&1 || true
   test/kubeadm/snapshot.sh "$snap/before"
   trap 'if [[ -n $SIDE_PID ]]; then kill -- "$SIDE_PID" 2>/dev/null || true; fi; scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
+  side_start
+  clusters_built
   stage "3/4/7. one real cluster: one control plane behind the load balancer (up --lb) and a worker, for stage 3's checks of up, the moves (4) and the operator (7); then grown to three control planes (3)"
   if want 3; then
     timed "3. up --lb --workers 1 killed with kill -9 once its nodes booted" test/kubeadm/crash.sh up --lb --workers 1
@@ -195,11 +215,9 @@ if want 3 || want 4 || want 7; then
   timed "3/4/7. up --lb --workers 1 again over the running cluster (up twice in a row)" scripts/kubeadm.sh up --lb --workers 1
   timed "3/4/7. smoke" scripts/kubeadm.sh smoke
   if want 4; then
-    side_start
     stage "4. install/undo runtime and install/undo store on the cluster, with faults"
     timed "4. install/undo runtime (scripts/kubeadm.sh node)" scripts/kubeadm.sh node   # first: its tests want a worker with only their own pods
     timed "4. install/undo store (scripts/kubeadm.sh move)" scripts/kubeadm.sh move
-    side_wait   # before 7: its operator runs against deadlines
   fi
   if want 7; then
     timed "7. the operator end to end: move and undo through one Installation, killed at every step, a failing node (TestOperator)" scripts/kubeadm.sh e2e
@@ -212,10 +230,12 @@ if want 3 || want 4 || want 7; then
   stage "3/4/7. down, and the host as it was before up"
   timed "3/4/7. down" scripts/kubeadm.sh down
   timed "3/4/7. down again (idempotent)" scripts/kubeadm.sh down
-  trap - EXIT
+  trap 'if [[ -n $SIDE_PID ]]; then kill -- "$SIDE_PID" 2>/dev/null || true; fi' EXIT
   test/kubeadm/snapshot.sh "$snap/after"
   test/kubeadm/compare.sh "$snap/before" "$snap/after"
   rm -rf "$snap"
+  side_wait
+  trap - EXIT
 fi
 if want 5; then
   stage "5. the runtime: critest offline, restart under load, kubelet"
@@ -224,7 +244,7 @@ if want 5; then
   scripts/critest/restart.sh
   scripts/critest/kubelet.sh
 fi
-if want 6 && [[ $SIDE != *6* ]]; then stage6; fi
+if want 6 && ! $clusters; then stage6; fi
 built
 stage "all stages passed"
 n=0; for s in $STAGES; do n=$((n + 1)); done

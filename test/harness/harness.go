@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -26,8 +25,7 @@ type Cluster struct {
 // Connect opens the cluster of kubeconfig with a client allowing qps.
 func Connect(t testing.TB, kubeconfig string, qps float32) *Cluster {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	c := &Cluster{Root: filepath.Join(filepath.Dir(file), "..", ".."), Kubeconfig: kubeconfig}
+	c := &Cluster{Root: repoRoot(t), Kubeconfig: kubeconfig}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -82,5 +80,25 @@ func (c *Cluster) CopyIn(t testing.TB, node, src, dst string) {
 	cmd.Stdin = bytes.NewReader(data)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("copy %s into %s: %v\n%s", src, node, err, out)
+	}
+}
+
+// repoRoot is the repository root: the nearest directory above the test's
+// working directory (its package's, under go test) that holds go.mod. Not
+// runtime.Caller: under -trimpath (CI builds so, as the image does) it
+// gives an import path, not a file.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("the working directory: %v", err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			t.Fatalf("no go.mod above %s: run the test with go test inside the repository", dir)
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -41,10 +40,23 @@ type env struct {
 	rt              *proc  // the runtime while it runs
 }
 
-// repoRoot is the repository root (two levels above this file).
+// repoRoot is the repository root: the nearest directory above the test's
+// working directory (its package's, under go test) that holds go.mod. Not
+// runtime.Caller: under -trimpath (CI builds so, as the image does) it
+// gives an import path, not a file.
 func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("the working directory: %v", err))
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			panic("no go.mod above " + dir + ": run the test with go test inside the repository")
+		}
+	}
 }
 
 // need returns the values of the environment variables vars, or skips when one is missing

@@ -36,8 +36,7 @@ ensure_artifacts() {
 		CGO_ENABLED=0 go build -o "$tools/pause" ./scripts/mkimage/pause) || die "building scripts/mkimage failed (see above)"
 	QK_BIN[pause]=$tools/pause
 	QK_BIN[busybox]=/bin/busybox
-	if (cd "$QK_ROOT" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$tools/quantykube.tmp" ./cmd/quantykube) 2>"$tools/quantykube.build.log"; then
-		mv "$tools/quantykube.tmp" "$tools/quantykube"
+	if build_quantykube "$tools/quantykube" 2>"$tools/quantykube.build.log"; then
 		QK_BIN[quantykube]=$tools/quantykube
 	else
 		log "warning: quantykube does not build now (see $tools/quantykube.build.log); the cluster gets no $QK_QUANTYKUBE_IMAGE image"

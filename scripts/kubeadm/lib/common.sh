@@ -102,6 +102,16 @@ wait_for() {
 # hash_of FILE... prints a short content hash of the files (order-sensitive).
 hash_of() { cat "$@" | sha256sum | cut -c1-16; }
 
+# build_quantykube OUT: ./cmd/quantykube built as the image ships it (static,
+# CGO_ENABLED=0, -trimpath), into OUT atomically. Every build of the binary
+# in these scripts, and scripts/test.sh's, uses this one configuration: a
+# different one (cgo, or paths kept) recompiles every package of the tree,
+# minutes on a cold machine.
+build_quantykube() {
+	(cd "$QK_ROOT" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$1.tmp" ./cmd/quantykube) &&
+		mv "$1.tmp" "$1"
+}
+
 # cmd_free_slot prints `export ...` lines for the lowest slot whose bridge
 # does not exist and whose state dir holds no cluster (no kubeconfig, no
 # nodes/), for `eval "$(scripts/kubeadm.sh free-slot)"`. Nothing is reserved:

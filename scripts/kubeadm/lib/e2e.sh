@@ -60,8 +60,7 @@ e2e_refresh_image() {
 	local tools=$QK_CACHE/kubeadm/tools before after n
 	# make_image hard-links the cached tarball: a new build is a new inode
 	before=$(stat -c %i "$QK_STATE/images/quantykube.tar" 2>/dev/null || true)
-	(cd "$QK_ROOT" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$tools/quantykube.tmp" ./cmd/quantykube && mv "$tools/quantykube.tmp" "$tools/quantykube") ||
-		die "go build ./cmd/quantykube failed"
+	build_quantykube "$tools/quantykube" || die "go build ./cmd/quantykube failed"
 	make_quantykube_image || die "scripts/image.sh failed (see above)"
 	after=$(stat -c %i "$QK_STATE/images/quantykube.tar")
 	[[ $before == "$after" ]] && return 0

@@ -14,7 +14,7 @@ cmd_move() {
 	[[ -f $QK_STATE/kubeconfig ]] || die "no cluster: run 'scripts/kubeadm.sh up' first"
 	local cp=$QK_CLUSTER-cp1 bin=$QK_STATE/quantykube etcdctl
 	[[ -d $(node_dir "$cp") ]] || die "no control-plane node $cp in $QK_STATE"
-	(cd "$QK_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./cmd/quantykube && mv "$bin.tmp" "$bin") || die "go build ./cmd/quantykube failed"
+	build_quantykube "$bin" || die "go build ./cmd/quantykube failed"
 	local bench
 	etcdctl=$(QK_CACHE=$QK_CACHE "$QK_ROOT/scripts/deps.sh" path etcdctl) || die "scripts/deps.sh path etcdctl failed"
 	bench=$(QK_CACHE=$QK_CACHE "$QK_ROOT/scripts/deps.sh" path etcd-benchmark) || die "scripts/deps.sh path etcd-benchmark failed"

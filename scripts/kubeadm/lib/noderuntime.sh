@@ -19,7 +19,7 @@ cmd_node() {
 	local cp=$QK_CLUSTER-cp1 w=$QK_CLUSTER-w1 bin=$QK_STATE/quantykube etcdctl
 	[[ -d $(node_dir "$cp") ]] || die "no control-plane node $cp in $QK_STATE"
 	[[ -d $(node_dir "$w") ]] || die "no worker $w in $QK_STATE: run 'scripts/kubeadm.sh up --workers 1'"
-	(cd "$QK_ROOT" && CGO_ENABLED=0 go build -o "$bin.tmp" ./cmd/quantykube && mv "$bin.tmp" "$bin") || die "go build ./cmd/quantykube failed"
+	build_quantykube "$bin" || die "go build ./cmd/quantykube failed"
 	# TestControlPlaneWithStoreMoved probes quantykube store with etcdctl.
 	etcdctl=$(QK_CACHE=$QK_CACHE "$QK_ROOT/scripts/deps.sh" path etcdctl) || die "scripts/deps.sh path etcdctl failed"
 	log "node: install runtime and undo runtime on $w and $cp, faults at every step, bad input, restart times with and without the prepull, $cp with its API server on quantykube store (go test ./test/noderuntime)"
