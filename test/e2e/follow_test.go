@@ -45,7 +45,9 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 	start := time.Now()
 	f := followed{began: map[string]time.Duration{}}
 	killed := map[string]bool{}
-	var seen []string // steps in the order first seen
+	var seen []string      // steps in the order first seen
+	var waitFrom time.Time // the last kill (or nudge) while no operator runs
+	nudges := 0
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), followPoll, timeout, true, func(context.Context) (bool, error) {
 		in := c.installation()
@@ -80,7 +82,17 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 			// seen is killed at, once.
 			if n := c.killOperator(); n > 0 {
 				killed[key] = true
+				waitFrom = time.Now()
 				t.Logf("%6.1fs  killed the operator at %s", time.Since(start).Seconds(), key)
+			}
+		}
+		if !waitFrom.IsZero() && time.Since(waitFrom) > replaceWait {
+			if c.operatorRunning() {
+				waitFrom = time.Time{}
+			} else if err := c.nudgeOperatorReplicaSet(); err == nil {
+				nudges++
+				waitFrom = time.Now()
+				t.Logf("%6.1fs  figure: no operator pod %v after the kill: kube-controller-manager's ReplicaSet controller is stuck (nudge_test.go); its ReplicaSet annotated to wake it", time.Since(start).Seconds(), replaceWait)
 			}
 		}
 		return false, nil
@@ -95,7 +107,7 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 				missed = append(missed, k)
 			}
 		}
-		t.Logf("the operator was killed at %d of %d steps", len(seen)-len(missed), len(seen))
+		t.Logf("the operator was killed at %d of %d steps; its ReplicaSet nudged %d times", len(seen)-len(missed), len(seen), nudges)
 		if len(missed) > 0 {
 			t.Errorf("steps never killed at: %v", missed)
 		}
