@@ -123,15 +123,12 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 func (c *cluster) killOperator() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pods, err := c.CS.CoreV1().Pods("quantykube-system").List(ctx, metav1.ListOptions{LabelSelector: operatorSelector})
+	pods, err := c.runningOperatorPods()
 	if err != nil {
 		return 0
 	}
 	n := 0
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
-			continue
-		}
+	for _, p := range pods {
 		if err := c.CS.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			continue
 		}

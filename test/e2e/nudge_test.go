@@ -30,20 +30,28 @@ const replaceWait = 60 * time.Second
 // QuantyKube's code: the cluster was on etcd, no store in the path.
 
 // operatorRunning reports whether an operator pod runs and is not being
-// deleted.
+// deleted (true while the API server is away: nothing to judge).
 func (c *cluster) operatorRunning() bool {
+	pods, err := c.runningOperatorPods()
+	return err != nil || len(pods) > 0
+}
+
+// runningOperatorPods lists the operator pods that run and are not being
+// deleted.
+func (c *cluster) runningOperatorPods() ([]corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	pods, err := c.CS.CoreV1().Pods("quantykube-system").List(ctx, metav1.ListOptions{LabelSelector: operatorSelector})
 	if err != nil {
-		return true // the API server is away: nothing to judge
+		return nil, err
 	}
+	var out []corev1.Pod
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-			return true
+			out = append(out, p)
 		}
 	}
-	return false
+	return out, nil
 }
 
 // nudgeOperatorReplicaSet annotates the operator's ReplicaSets with the
