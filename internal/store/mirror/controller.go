@@ -152,7 +152,7 @@ func (c *Controller) Run(ctx context.Context) {
 	}()
 	go c.fence.loop(ctx)
 	l := &loop{c: c, holds: map[string]bool{}}
-	defer l.stopReplay()
+	defer l.close()
 	for {
 		st := c.state.Load()
 		lead := c.m.IsLeader()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 )
 
@@ -13,8 +15,12 @@ type loop struct {
 	c         *Controller
 	run       *replayRun
 	notBefore time.Time
-	lastErr   string
-	holds     map[string]bool
+	// alive renews an etcd target's leases for every run of the replay
+	// keyed aliveKey (one mode on this leader); nil when none replays.
+	alive    *keepAlives
+	aliveKey string
+	lastErr  string
+	holds    map[string]bool
 }
 
 type replayRun struct {
@@ -34,6 +40,15 @@ func (l *loop) replayDone() <-chan struct{} {
 		return nil
 	}
 	return l.run.done
+}
+
+// close stops the replay and the lease renewals.
+func (l *loop) close() {
+	l.stopReplay()
+	if l.alive != nil {
+		l.alive.close()
+		l.alive, l.aliveKey = nil, ""
+	}
 }
 
 func (l *loop) stopReplay() {
@@ -62,9 +77,22 @@ func (l *loop) reconcileReplay(ctx context.Context, st *memberState, lead bool) 
 	if l.run != nil && l.run.key != key {
 		l.stopReplay()
 	}
+	if l.alive != nil && l.aliveKey != key {
+		l.alive.close()
+		l.alive, l.aliveKey = nil, ""
+	}
 	if key != "" && l.run == nil && time.Now().After(l.notBefore) {
 		l.run = l.startReplay(ctx, st, key)
 	}
+}
+
+// renewer returns the lease renewals of the replay keyed key, started on
+// cli at the first run.
+func (l *loop) renewer(key string, cli *clientv3.Client) *keepAlives {
+	if l.alive == nil {
+		l.alive, l.aliveKey = newKeepAlives(cli), key
+	}
+	return l.alive
 }
 
 func (l *loop) finished(ctx context.Context, run *replayRun) {
@@ -88,7 +116,7 @@ func (l *loop) finished(ctx context.Context, run *replayRun) {
 func (l *loop) startReplay(ctx context.Context, st *memberState, key string) *replayRun {
 	rctx, cancel := context.WithCancel(ctx)
 	run := &replayRun{key: key, cancel: cancel, done: make(chan struct{})}
-	src, dst, err := l.c.ends(st.rec)
+	src, dst, err := l.c.ends(st.rec, func(cli *clientv3.Client) *keepAlives { return l.renewer(key, cli) })
 	if err != nil {
 		run.err = err
 		close(run.done)
@@ -103,8 +131,9 @@ func (l *loop) startReplay(ctx context.Context, st *memberState, key string) *re
 	return run
 }
 
-// ends returns the replay's source and target for a mode.
-func (c *Controller) ends(rec record) (Source, Target, error) {
+// ends returns the replay's source and target for a mode; an etcd target
+// renews its leases with renewer's.
+func (c *Controller) ends(rec record, renewer func(*clientv3.Client) *keepAlives) (Source, Target, error) {
 	switch rec.Mode {
 	case api.Mirror:
 		cli, err := c.client(*rec.Peer, "source")
@@ -117,7 +146,7 @@ func (c *Controller) ends(rec record) (Source, Target, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return &storeSource{st: c.st}, newEtcdTarget(cli, fmt.Sprintf("the target %v", rec.Peer.Endpoints)), nil
+		return &storeSource{st: c.st}, newEtcdTarget(cli, fmt.Sprintf("the target %v", rec.Peer.Endpoints), renewer(cli)), nil
 	}
 	return nil, nil, fmt.Errorf("mode %s replays nothing", rec.Mode)
 }

@@ -202,6 +202,14 @@ func (r *Replayer) begin(ctx context.Context) (*replayState, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The target's list may come from a member still catching up (a lease
+	// the last run granted missing from it); every lease the target holds
+	// that matters is the source's too, so those are kept alive as well.
+	srcLeases, err := r.Source.Leases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.Target.Keep(srcLeases)
 	r.Progress.TargetRevision.Store(at)
 	return &replayState{r: r, at: at, known: known, ttls: map[int64]int64{}}, nil
 }

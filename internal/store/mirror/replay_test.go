@@ -128,8 +128,9 @@ func TestReplayStoreToEtcd(t *testing.T) {
 	cli := startEtcd(t)
 	st := openStore(t)
 	kv := serveStore(t, st, nil)
-	tgt := newEtcdTarget(cli, "etcd")
-	defer tgt.Close()
+	alive := newKeepAlives(cli)
+	defer alive.close()
+	tgt := newEtcdTarget(cli, "etcd", alive)
 	r := &Replayer{Source: &storeSource{st: st}, Target: tgt, Since: 1, Log: testLog(), SweepEvery: 100 * time.Millisecond}
 	stop := runReplayer(t, r)
 	writeMix(t, ctx, kv, kv, 1)

@@ -46,12 +46,18 @@ type Target interface {
 	Name() string
 	// Rev returns the target's current revision, linearizably.
 	Rev(ctx context.Context) (int64, error)
-	// Leases returns the target's leases.
+	// Leases returns the target's leases, possibly a little behind (etcd
+	// lists them from whichever member answers, a restored one still
+	// catching up included), and keeps each alive.
 	Leases(ctx context.Context) (map[int64]bool, error)
+	// Keep keeps alive those of ids the target holds (the ones it does not
+	// hold are let go at the first renewal).
+	Keep(ids []int64)
 	// Apply applies b and returns the target's revision after it. An error
 	// that isFatal means the target diverged.
 	Apply(ctx context.Context, b Batch) (int64, error)
 	Digest(ctx context.Context, rev int64) (Digest, error)
-	// Close releases what the target holds (keep-alives).
+	// Close releases what the target holds for one replay run (the
+	// renewals of an etcd target's leases outlive it: loop owns them).
 	Close()
 }

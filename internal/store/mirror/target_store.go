@@ -48,4 +48,6 @@ func (t *storeTarget) Digest(ctx context.Context, rev int64) (Digest, error) {
 	return storeDigest(ctx, t.st, rev)
 }
 
+func (t *storeTarget) Keep([]int64) {}
+
 func (t *storeTarget) Close() {}
