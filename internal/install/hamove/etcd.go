@@ -414,14 +414,14 @@ func (n *Node) restoreEtcdDo(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("etcdutl snapshot restore: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	leases, err := fullLeaseTTLs(tmp)
+	leases, err := restoredLeaseTTLs(tmp)
 	if err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return fmt.Errorf("move the restored data dir into place: %w", err)
 	}
-	fmt.Fprintf(n.Out, "  %d leases get their full TTL from etcd's first election (the snapshot had the time they had left)\n", leases)
+	fmt.Fprintf(n.Out, "  %d leases get their full TTL, at least %d s, from etcd's first election (the snapshot had the time they had left)\n", leases, restoredLeaseGrace)
 	fmt.Fprintf(n.Out, "  etcd member %s restored into %s (the old data dir is %s)\n", n.facts.Name, dir, aside)
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 )
@@ -91,6 +93,13 @@ func newClient(p api.Peer) (*clientv3.Client, error) {
 		Endpoints: p.Endpoints, TLS: tlsCfg, DialTimeout: 5 * time.Second,
 		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
 		MaxCallSendMsgSize: maxCallBytes, Logger: zap.NewNop(),
+		// A peer that was down is reached within a second of coming back:
+		// gRPC's default reconnect back-off grows to 2 minutes, and a
+		// restored etcd expires the leases nobody renews (restore-etcd).
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %v: %w", p.Endpoints, err)
