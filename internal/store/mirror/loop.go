@@ -45,6 +45,11 @@ func (l *loop) replayDone() <-chan struct{} {
 // close stops the replay and the lease renewals.
 func (l *loop) close() {
 	l.stopReplay()
+	l.stopRenewals()
+}
+
+// stopRenewals ends the lease renewals of the replay that ran last.
+func (l *loop) stopRenewals() {
 	if l.alive != nil {
 		l.alive.close()
 		l.alive, l.aliveKey = nil, ""
@@ -77,9 +82,8 @@ func (l *loop) reconcileReplay(ctx context.Context, st *memberState, lead bool) 
 	if l.run != nil && l.run.key != key {
 		l.stopReplay()
 	}
-	if l.alive != nil && l.aliveKey != key {
-		l.alive.close()
-		l.alive, l.aliveKey = nil, ""
+	if l.aliveKey != key {
+		l.stopRenewals()
 	}
 	if key != "" && l.run == nil && time.Now().After(l.notBefore) {
 		l.run = l.startReplay(ctx, st, key)
