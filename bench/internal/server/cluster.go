@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,6 +83,8 @@ func StartCluster(ctx context.Context, kind string, bins Binaries, dir string, n
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new", "--log-level", "warn")
 		if kind == QuantyKube {
 			args = append(args, bins.StoreArgs...)
+		} else {
+			args = append(args, "--quota-backend-bytes", strconv.Itoa(EtcdQuotaBytes))
 		}
 		c.Members = append(c.Members, s)
 		c.args = append(c.args, args)
