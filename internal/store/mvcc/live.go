@@ -203,12 +203,23 @@ func scanIndex(iv *indexView, hist *historyReader, key, end []byte, emit entryFu
 }
 
 // historyReader looks up the values of live keys visited in key order: an
-// iterator over the history whose seeks only move forward, which pebble
-// serves by stepping from where it stands when the entry is near.
+// iterator over the history that only moves forward. The entry wanted next
+// is usually a few entries on from where the iterator stands — right after
+// it when every key has one entry (after a load, or a compaction), after
+// the older entries of the key just read otherwise — so it first steps with
+// Next, which moves one level's iterator, and seeks only when that fails: a
+// SeekGE repositions every level of pebble's merging iterator (seekGE 33 %
+// of the store's CPU in a paged range of 100,000 keys, 6 December).
 type historyReader struct {
 	it  *pebble.Iterator
 	buf []byte
+	// at is set while it stands on an entry before every key still to be
+	// asked for (the last one found), so stepping forward can reach them.
+	at bool
 }
+
+// historyNextSteps is how many entries valueAt steps over before it seeks.
+const historyNextSteps = 4
 
 func newHistoryReader(r pebble.Reader, lower, upper []byte) (*historyReader, error) {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
@@ -220,10 +231,11 @@ func newHistoryReader(r pebble.Reader, lower, upper []byte) (*historyReader, err
 
 // valueAt returns the value of key at mod revision mod: the value part of
 // its history entry there (pebble's buffer, valid until the next call).
+// Keys must be asked for in increasing order.
 func (h *historyReader) valueAt(key []byte, mod int64) ([]byte, error) {
 	h.buf = append(escapeKey(append(h.buf[:0], prefixHistory), key), 0, 0, 0, 0, 0, 0, 0, 0)
 	putInvertedRev(h.buf[len(h.buf)-8:], mod)
-	if !h.it.SeekGE(h.buf) || !bytes.Equal(h.it.Key(), h.buf) {
+	if !h.find(h.buf) {
 		if err := h.it.Error(); err != nil {
 			return nil, err
 		}
@@ -238,6 +250,29 @@ func (h *historyReader) valueAt(key []byte, mod int64) ([]byte, error) {
 		return nil, fmt.Errorf("decode history of %q: %w", key, err)
 	}
 	return value, nil
+}
+
+// find positions the iterator on the entry whose key is target and reports
+// whether there is one. target is above every key found before.
+func (h *historyReader) find(target []byte) bool {
+	if h.at {
+		for range historyNextSteps {
+			if !h.it.Next() {
+				break
+			}
+			switch c := bytes.Compare(h.it.Key(), target); {
+			case c == 0:
+				return true
+			case c > 0:
+				h.at = false // it may stand on the key asked for next
+				return false // passed where it would be: there is none
+			}
+		}
+	}
+	ok := h.it.SeekGE(target)
+	found := ok && bytes.Equal(h.it.Key(), target)
+	h.at = found
+	return found
 }
 
 func (h *historyReader) close() { _ = h.it.Close() }

@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -132,4 +133,79 @@ func TestFormat1DirIsReadAndRaised(t *testing.T) {
 	if p := put(t, s, "f/03", "new"); string(p.PrevKv.Value) != "value-3" {
 		t.Fatalf("prev_kv = %q", p.PrevKv.Value)
 	}
+}
+
+// TestRangeReadsValuesAtEveryHistoryDepth: a range's values come from the
+// history entries at the keys' mod revisions, which the reader reaches by
+// stepping or by seeking depending on how many older entries of the key
+// before lie between — none, fewer than it steps, more — and with deleted
+// keys (history but no live entry) in between; every path of a read (the
+// latest view, a snapshot at the current revision, a page with a limit, a
+// past revision) returns the values written last.
+func TestRangeReadsValuesAtEveryHistoryDepth(t *testing.T) {
+	s := openTest(t, "")
+	ctx := context.Background()
+	const n = 60
+	want := map[string]string{}
+	for i := range n {
+		k := fmt.Sprintf("d/%02d", i)
+		for j := 0; j <= i%(2*historyNextSteps+3); j++ {
+			v := fmt.Sprintf("%s-v%d", k, j)
+			put(t, s, k, v)
+			want[k] = v
+		}
+		if i%5 == 4 {
+			if _, err := s.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte(k)}); err != nil {
+				t.Fatal(err)
+			}
+			delete(want, k)
+		}
+	}
+	past := s.Rev()
+	put(t, s, "d/00", "later") // past reads must not see it
+	check := func(name string, kvs []*mvccpb.KeyValue, wantAt map[string]string) {
+		t.Helper()
+		if len(kvs) != len(wantAt) {
+			t.Fatalf("%s: %d kvs, want %d", name, len(kvs), len(wantAt))
+		}
+		for _, kv := range kvs {
+			if w, ok := wantAt[string(kv.Key)]; !ok || string(kv.Value) != w {
+				t.Fatalf("%s: %s = %q, want %q", name, kv.Key, kv.Value, w)
+			}
+		}
+	}
+	wantNow := map[string]string{"d/00": "later"}
+	for k, v := range want {
+		if k != "d/00" {
+			wantNow[k] = v
+		}
+	}
+	r, err := s.Range(ctx, &pb.RangeRequest{Key: []byte("d/"), RangeEnd: []byte("d0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("latest", r.Kvs, wantNow)
+	r, err = s.Range(ctx, &pb.RangeRequest{Key: []byte("d/"), RangeEnd: []byte("d0"), Revision: s.Rev()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("snapshot at the current revision", r.Kvs, wantNow)
+	var paged []*mvccpb.KeyValue
+	for key := []byte("d/"); ; {
+		r, err := s.Range(ctx, &pb.RangeRequest{Key: key, RangeEnd: []byte("d0"), Limit: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		paged = append(paged, r.Kvs...)
+		if !r.More {
+			break
+		}
+		key = append(bytes.Clone(r.Kvs[len(r.Kvs)-1].Key), 0)
+	}
+	check("pages of 7", paged, wantNow)
+	r, err = s.Range(ctx, &pb.RangeRequest{Key: []byte("d/"), RangeEnd: []byte("d0"), Revision: past})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("past revision", r.Kvs, want)
 }

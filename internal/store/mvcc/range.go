@@ -184,6 +184,7 @@ func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, e
 	}
 	var kvs []*mvccpb.KeyValue
 	var count int64
+	var alloc kvAlloc
 	emit := func(e *entry) error {
 		if sp.stop && int64(len(kvs)) >= sp.limit {
 			return errStopScan
@@ -195,7 +196,7 @@ func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, e
 		if e.typ != recordPut {
 			return fmt.Errorf("decode %q: %w", e.key, errBadRecord)
 		}
-		kvs = append(kvs, e.keyValue(sp.keysOnly))
+		kvs = append(kvs, alloc.keyValue(e, sp.keysOnly))
 		return nil
 	}
 	var err error

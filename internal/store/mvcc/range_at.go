@@ -79,6 +79,7 @@ func mergeAt(r pebble.Reader, sp scanSpec, changed []string, then map[string]*mv
 		}
 	}
 	i := 0
+	var alloc kvAlloc
 	err := scanLive(r, sp.index, sp.key, sp.end, !sp.keysOnly, func(e *entry) error {
 		k := e.key
 		for i < len(changed) && changed[i] < string(k) && !full() {
@@ -96,7 +97,7 @@ func mergeAt(r pebble.Reader, sp scanSpec, changed []string, then map[string]*mv
 		if e.typ != recordPut {
 			return fmt.Errorf("decode %q: %w", k, errBadRecord)
 		}
-		kvs = append(kvs, e.keyValue(sp.keysOnly))
+		kvs = append(kvs, alloc.keyValue(e, sp.keysOnly))
 		return nil
 	})
 	if err != nil && err != errStopScan {

@@ -28,6 +28,7 @@ func (s *Store) RangeStream(ctx context.Context, req *pb.RangeRequest, chunk int
 		buf   []*mvccpb.KeyValue
 		count int64
 		sent  int64
+		alloc kvAlloc
 	)
 	// With a limit at the current revision the index counts the range, and
 	// the scan stops at the limit.
@@ -48,7 +49,7 @@ func (s *Store) RangeStream(ctx context.Context, req *pb.RangeRequest, chunk int
 		if e.typ != recordPut {
 			return fmt.Errorf("decode %q: %w", e.key, errBadRecord)
 		}
-		buf = append(buf, e.keyValue(req.KeysOnly))
+		buf = append(buf, alloc.keyValue(e, req.KeysOnly))
 		if len(buf) >= chunk {
 			if err := ctx.Err(); err != nil {
 				return err
