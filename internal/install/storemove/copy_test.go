@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,5 +166,68 @@ func TestCopyKeepsRevisions(t *testing.T) {
 	l, err := st.LeaseTimeToLive(int64(lease.ID), true)
 	if err != nil || len(l.Keys) != 250 {
 		t.Fatalf("lease %x after copy: %+v %v", lease.ID, l, err)
+	}
+}
+
+// TestPageKeys: pages after the first hold about pageBytes, within their
+// bounds in keys.
+func TestPageKeys(t *testing.T) {
+	for _, c := range []struct {
+		keys, bytes int64
+		want        int
+	}{
+		{0, 0, DefaultPageSize},
+		{1000, 1000 * 1060, pageBytes / 1060}, // the bench's keys: ~7,900 a page
+		{1000, 1000, maxPageKeys},             // tiny values
+		{10, 10 << 20, minPageKeys},           // 1 MiB objects
+		{1000, 1000 * 100 << 10, minPageKeys}, // 100 KiB objects
+		{1000, 1000 * 4 << 10, pageBytes / (4 << 10)},
+	} {
+		if got := pageKeys(c.keys, c.bytes); got != c.want {
+			t.Errorf("pageKeys(%d, %d) = %d, want %d", c.keys, c.bytes, got, c.want)
+		}
+	}
+}
+
+// TestBulkCopySizesPagesByBytes copies a key space whose pages change size
+// (a first page of DefaultPageSize keys, then pages sized by bytes) and
+// whose values change size along the way: the store must hold exactly
+// etcd's keys at the copied revision.
+func TestBulkCopySizesPagesByBytes(t *testing.T) {
+	ctx := context.Background()
+	cli := startEtcd(t)
+	big := strings.Repeat("b", 32<<10) // 32 KiB: pages of 256 keys after the first
+	for i := 0; i < 1800; i++ {
+		v := fmt.Sprintf("v%d", i)
+		if i >= 600 && i < 1500 {
+			v = big + v
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/registry/cm/%05d", i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := mvcc.Open(t.TempDir(), mvcc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c := &Copier{Etcd: cli, Store: st}
+	stats, err := c.Bulk(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Keys != 1800 {
+		t.Fatalf("copied %d keys, want 1800", stats.Keys)
+	}
+	want, err := EtcdDigest(ctx, cli, stats.Revision, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := StoreDigest(ctx, st, stats.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("digests differ: store %v, etcd %v", got, want)
 	}
 }
