@@ -51,7 +51,8 @@ func Render(r *Results, path string, stores []string, ref string, targets []Targ
 
 	w("\n## Results\n\nMedian of %d interleaved run(s), min–max in parentheses. Ratios are medians ÷ %s's median; "+
 		"the arrow says which direction is better (a row without one describes the run).\n\n", r.Runs, ref)
-	w("| workload | metric | %s | %s |", strings.Join(stores, " | "), ratioHeads(stores, ref))
+	heads := append(append([]string{"workload", "metric"}, stores...), ratioHeads(stores, ref)...)
+	w("| %s |", strings.Join(heads, " | ")) // a run of one store has no ratio column
 	w("\n|---|---|%s%s\n", strings.Repeat("---:|", len(stores)), strings.Repeat("---:|", len(stores)-1))
 	for _, row := range rows(r) {
 		w("| %s | %s |", row.workload, row.label())
@@ -202,14 +203,14 @@ func betterOf(r *Results, workload, metric string) Better {
 	return Higher
 }
 
-func ratioHeads(stores []string, ref string) string {
+func ratioHeads(stores []string, ref string) []string {
 	var h []string
 	for _, s := range stores {
 		if s != ref {
 			h = append(h, s+" ÷ "+ref)
 		}
 	}
-	return strings.Join(h, " | ")
+	return h
 }
 
 func cell(r *Results, workload, metric, store string) string {

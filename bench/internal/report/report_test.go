@@ -115,3 +115,24 @@ func renderString(t *testing.T, r *Results, stores []string, ref string, targets
 	}
 	return string(b)
 }
+
+// TestRenderOneStoreHasNoRatioColumn: the results table of a run of one
+// store (bench/run.sh --keys N --stores etcd) has a header of exactly its
+// columns, as many cells as its separator line.
+func TestRenderOneStoreHasNoRatioColumn(t *testing.T) {
+	r := &Results{Runs: 1}
+	r.Add(Sample{Store: "e", Workload: "put", Metric: "throughput", Unit: "req/s", Better: Higher, Value: 1000})
+	path := filepath.Join(t.TempDir(), "out.md")
+	if err := Render(r, path, []string{"e"}, "e", nil, "# T", ""); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| workload | metric | e |\n|---|---|---:|\n", "| put | throughput (req/s) ↑ | 1,000 |\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("report lacks %q:\n%s", want, b)
+		}
+	}
+}
