@@ -138,15 +138,16 @@ func moveCopyDescription(p params) string {
 	var pages []string
 	for _, ps := range p.CopyPageSizes {
 		if ps == 0 {
-			ps = storemove.DefaultPageSize
+			pages = append(pages, fmt.Sprintf("the move's own pages (the first of %d keys, the later ones sized to ~8 MiB)", storemove.DefaultPageSize))
+			continue
 		}
-		pages = append(pages, fmt.Sprint(ps))
+		pages = append(pages, fmt.Sprintf("pages of %d keys", ps))
 	}
 	return fmt.Sprintf("on the etcd run, after the key space's updates: storemove.Copier.Bulk (the bulk copy of `quantykube install store`) of etcd's whole "+
-		"keyspace (the key space and whatever keys the earlier workloads left: see “keys copied”) in pages of %s keys (storemove's default: %d), "+
+		"keyspace (the key space and whatever keys the earlier workloads left: see “keys copied”) in %s, "+
 		"into a fresh store opened in the harness's process as the move opens it (default options, fsync on) on the servers' filesystem; "+
 		"rate = keys ÷ Bulk's duration (first read of etcd to the import's synced finish). Its figures are in etcd's column, the copy's source",
-		strings.Join(pages, " and "), storemove.DefaultPageSize)
+		strings.Join(pages, " and in "))
 }
 
 func intro(res *report.Results) string {

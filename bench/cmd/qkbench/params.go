@@ -22,7 +22,8 @@ type params struct {
 	Failovers                                   int // leader kills per 3-member run
 	// CopyPageSizes are the storemove.Copier page sizes of the move copies
 	// run on the etcd store once its key space is loaded, one copy each;
-	// 0 is storemove.DefaultPageSize, what the move uses.
+	// 0 is the pages the move uses (the first of storemove.DefaultPageSize
+	// keys, the later ones sized by bytes).
 	CopyPageSizes []int
 }
 

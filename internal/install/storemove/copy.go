@@ -17,9 +17,9 @@ import (
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
-// DefaultPageSize is how many keys one read of etcd returns during the bulk
-// copy: the keyspace is never held in memory whole. It is the size of the
-// bulk copy's first page; the later ones are sized by bytes (pageKeys).
+// DefaultPageSize is how many keys the first read of a walk over etcd's
+// keyspace returns (the keyspace is never held in memory whole); the later
+// pages are sized by bytes (pageSizer).
 const DefaultPageSize = 1000
 
 // Pages after the first aim at pageBytes of keys and values, between
@@ -28,8 +28,8 @@ const DefaultPageSize = 1000
 // number of pages, not their size, makes a large key space slow to read:
 // 1,000,000 keys of 1 KiB in pages of 1,000 took 88 s to copy, against
 // 19 s for etcd to serve them all in pages of 10,000 (bench, 6 December).
-// Three pages at most are in memory (readPages), ~24 MiB; objects of
-// 100 KiB and more bring pages down to minPageKeys.
+// The bulk copy holds three pages at most (readPages), ~24 MiB; objects
+// of 100 KiB and more bring pages down to minPageKeys.
 const (
 	pageBytes   = 8 << 20
 	minPageKeys = 100
@@ -44,6 +44,32 @@ func pageKeys(keys, bytes int64) int {
 	}
 	per := max(bytes/keys, 1)
 	return int(min(max(pageBytes/per, minPageKeys), maxPageKeys))
+}
+
+// pageSizer sizes the pages of one walk over a keyspace: every page of
+// fixed keys when fixed > 0, else the first of DefaultPageSize keys and the
+// later ones by the bytes a key took so far (pageKeys). The bulk copy, the
+// verify step's digest of etcd and the undo's comparison all walk whole
+// keyspaces with it.
+type pageSizer struct {
+	fixed       int
+	keys, bytes int64
+}
+
+// size is the number of keys to ask for next.
+func (p *pageSizer) size() int {
+	if p.fixed > 0 {
+		return p.fixed
+	}
+	return pageKeys(p.keys, p.bytes)
+}
+
+// read records a page that was read.
+func (p *pageSizer) read(kvs []*mvccpb.KeyValue) {
+	for _, kv := range kvs {
+		p.bytes += int64(len(kv.Key) + len(kv.Value))
+	}
+	p.keys += int64(len(kvs))
 }
 
 // Copier copies etcd's keyspace into an empty store with etcd's revisions:
@@ -145,22 +171,19 @@ type etcdPage struct {
 }
 
 // readPages reads etcd's whole keyspace in pages of size keys (0: sized
-// by bytes, pageKeys), all at the revision of the first page, and sends
+// by bytes, pageSizer), all at the revision of the first page, and sends
 // them in key order; the channel holds one page, so at most two pages are
 // in memory besides the one being imported. It closes the channel after
 // the last page or an error.
 func readPages(ctx context.Context, cli *clientv3.Client, size int) <-chan etcdPage {
 	out := make(chan etcdPage, 1)
-	fixed := size > 0
-	if !fixed {
-		size = DefaultPageSize
-	}
 	go func() {
 		defer close(out)
 		key := []byte{0}
-		var rev, keys, bytes int64
+		var rev int64
+		sizer := pageSizer{fixed: size}
 		for {
-			opts := []clientv3.OpOption{clientv3.WithRange("\x00"), clientv3.WithLimit(int64(size))}
+			opts := []clientv3.OpOption{clientv3.WithRange("\x00"), clientv3.WithLimit(int64(sizer.size()))}
 			if rev != 0 {
 				opts = append(opts, clientv3.WithRev(rev))
 			}
@@ -175,6 +198,7 @@ func readPages(ctx context.Context, cli *clientv3.Client, size int) <-chan etcdP
 			if rev == 0 {
 				rev = resp.Header.Revision
 			}
+			sizer.read(resp.Kvs)
 			select {
 			case out <- etcdPage{kvs: resp.Kvs, rev: rev}:
 			case <-ctx.Done():
@@ -184,13 +208,6 @@ func readPages(ctx context.Context, cli *clientv3.Client, size int) <-chan etcdP
 				return
 			}
 			key = append(append([]byte(nil), resp.Kvs[len(resp.Kvs)-1].Key...), 0)
-			if !fixed {
-				for _, kv := range resp.Kvs {
-					bytes += int64(len(kv.Key) + len(kv.Value))
-				}
-				keys += int64(len(resp.Kvs))
-				size = pageKeys(keys, bytes)
-			}
 		}
 	}()
 	return out

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -192,7 +193,8 @@ func TestPageKeys(t *testing.T) {
 // TestBulkCopySizesPagesByBytes copies a key space whose pages change size
 // (a first page of DefaultPageSize keys, then pages sized by bytes) and
 // whose values change size along the way: the store must hold exactly
-// etcd's keys at the copied revision.
+// etcd's keys at the copied revision, and the other walks that page by
+// bytes (the verify step's digest, the undo's pager) see the same keys.
 func TestBulkCopySizesPagesByBytes(t *testing.T) {
 	ctx := context.Background()
 	cli := startEtcd(t)
@@ -229,5 +231,25 @@ func TestBulkCopySizesPagesByBytes(t *testing.T) {
 	}
 	if got != want {
 		t.Fatalf("digests differ: store %v, etcd %v", got, want)
+	}
+	// The verify step's digest and the undo's walk page the same way.
+	if sized, err := EtcdDigest(ctx, cli, stats.Revision, 0); err != nil || sized != want {
+		t.Fatalf("digest in pages sized by bytes: %v, %v; in pages of 500: %v", sized, err, want)
+	}
+	p := newPager(cli, stats.Revision)
+	var walked []string
+	for {
+		kv, err := p.peek(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kv == nil {
+			break
+		}
+		walked = append(walked, string(kv.Key))
+		p.next()
+	}
+	if len(walked) != 1800 || walked[0] != "/registry/cm/00000" || walked[1799] != "/registry/cm/01799" || !sort.StringsAreSorted(walked) {
+		t.Fatalf("the undo's pager walked %d keys, want 1800 in order", len(walked))
 	}
 }

@@ -261,11 +261,12 @@ func compareKeys(s, e *mvccpb.KeyValue) int {
 
 // pager walks a whole keyspace at one revision, a page at a time.
 type pager struct {
-	cli  *clientv3.Client
-	rev  int64
-	buf  []*mvccpb.KeyValue
-	from []byte
-	done bool
+	cli   *clientv3.Client
+	rev   int64
+	buf   []*mvccpb.KeyValue
+	from  []byte
+	done  bool
+	sizer pageSizer
 }
 
 func newPager(cli *clientv3.Client, rev int64) *pager {
@@ -274,7 +275,7 @@ func newPager(cli *clientv3.Client, rev int64) *pager {
 
 func (p *pager) peek(ctx context.Context) (*mvccpb.KeyValue, error) {
 	if len(p.buf) == 0 && !p.done {
-		opts := []clientv3.OpOption{clientv3.WithRange("\x00"), clientv3.WithLimit(DefaultPageSize)}
+		opts := []clientv3.OpOption{clientv3.WithRange("\x00"), clientv3.WithLimit(int64(p.sizer.size()))}
 		if p.rev != 0 {
 			opts = append(opts, clientv3.WithRev(p.rev))
 		}
@@ -286,6 +287,7 @@ func (p *pager) peek(ctx context.Context) (*mvccpb.KeyValue, error) {
 			p.rev = resp.Header.Revision
 		}
 		p.buf = resp.Kvs
+		p.sizer.read(resp.Kvs)
 		p.done = !resp.More
 		if len(resp.Kvs) > 0 {
 			p.from = append(append([]byte(nil), resp.Kvs[len(resp.Kvs)-1].Key...), 0)

@@ -288,7 +288,7 @@ func (m *Mover) verifyDo(ctx context.Context) error {
 	for range verifyAttempts {
 		rev := m.copier.MarkChanges()
 		var want, got Digest
-		if want, err = EtcdDigest(ctx, m.etcd, rev, DefaultPageSize); errors.Is(err, rpctypes.ErrCompacted) {
+		if want, err = EtcdDigest(ctx, m.etcd, rev, 0); errors.Is(err, rpctypes.ErrCompacted) {
 			continue
 		} else if err != nil {
 			return err

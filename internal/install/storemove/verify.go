@@ -23,20 +23,20 @@ func (d Digest) String() string {
 	return fmt.Sprintf("%d keys, hash %08x at revision %d", d.Keys, d.Hash, d.Revision)
 }
 
-// EtcdDigest reads etcd at rev in pages and digests it.
+// EtcdDigest reads etcd at rev in pages of page keys (0: sized by bytes,
+// pageSizer) and digests it.
 func EtcdDigest(ctx context.Context, cli *clientv3.Client, rev int64, page int) (Digest, error) {
-	if page <= 0 {
-		page = DefaultPageSize
-	}
 	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	d := Digest{Revision: rev}
 	key := []byte{0}
 	var buf []byte
+	sizer := pageSizer{fixed: page}
 	for {
-		resp, err := cli.Get(ctx, string(key), clientv3.WithRange("\x00"), clientv3.WithLimit(int64(page)), clientv3.WithRev(rev))
+		resp, err := cli.Get(ctx, string(key), clientv3.WithRange("\x00"), clientv3.WithLimit(int64(sizer.size())), clientv3.WithRev(rev))
 		if err != nil {
 			return d, fmt.Errorf("read etcd at revision %d from %q: %w", rev, key, err)
 		}
+		sizer.read(resp.Kvs)
 		for _, kv := range resp.Kvs {
 			buf = mvcc.HashKeyValue(buf[:0], kv)
 			h.Write(buf)
