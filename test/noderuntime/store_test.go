@@ -172,11 +172,48 @@ func (c *cluster) podScheduled(t *testing.T, name, node string) {
 		t.Fatalf("create pod %s: %v", name, err)
 	}
 	defer c.cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{})
+	defer func() {
+		if t.Failed() {
+			c.describePod(t, name, node)
+		}
+	}()
 	waitFor(t, name+" scheduled and running", 3*time.Minute, func() bool {
 		p, err := c.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
 		return err == nil && p.Spec.NodeName == node && p.Status.Phase == corev1.PodRunning
 	})
 	t.Logf("pod %s scheduled onto %s and running", name, node)
+}
+
+// describePod logs what a pod that did not run is waiting for: its phase,
+// node, conditions and containers' states, its events, and its node's
+// Ready condition (CI on 6 December: a pod not running 3 minutes after undo
+// store, and the failure said only "not yet").
+func (c *cluster) describePod(t *testing.T, name, node string) {
+	t.Helper()
+	ctx := context.Background()
+	if p, err := c.cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{}); err != nil {
+		t.Logf("pod %s: %v", name, err)
+	} else {
+		t.Logf("pod %s: phase %s on %q", name, p.Status.Phase, p.Spec.NodeName)
+		for _, cond := range p.Status.Conditions {
+			t.Logf("  condition %s=%s %s %s", cond.Type, cond.Status, cond.Reason, cond.Message)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			t.Logf("  container %s: %+v", cs.Name, cs.State)
+		}
+	}
+	if evs, err := c.cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name}); err == nil {
+		for _, e := range evs.Items {
+			t.Logf("  event %s %s (%s, %d×): %s", e.LastTimestamp.UTC().Format(time.TimeOnly), e.Reason, e.Source.Component, e.Count, e.Message)
+		}
+	}
+	if n, err := c.cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				t.Logf("node %s Ready=%s since %s: %s", node, cond.Status, cond.LastTransitionTime.UTC().Format(time.TimeOnly), cond.Message)
+			}
+		}
+	}
 }
 
 // storeProbe reads a key from quantykube store on the control-plane node

@@ -76,43 +76,82 @@ func removeAllPods(ctx context.Context, endpoint string) (int, error) {
 	if _, err := c.version(ctx); err != nil {
 		return 0, err
 	}
-	cs, err := c.rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
-	if err != nil {
-		return 0, fmt.Errorf("list containers of %s: %w", endpoint, err)
+	return removeAll(ctx, c.rt, endpoint)
+}
+
+// removeRounds is how many times removeAll lists the containers and stops
+// and removes them before it gives up. A container the kubelet was starting
+// as it stopped can be listed as created — StopContainer then has nothing
+// to stop — and be running a moment later, when the runtime refuses to
+// remove it ("container is still running, to stop first": containerd
+// 1.6.20 in CI, 6 December); the next round stops it again.
+const removeRounds = 3
+
+// removeRetryPause is the wait between two rounds (a variable for tests).
+var removeRetryPause = time.Second
+
+// removeAll is removeAllPods on a connected runtime: the containers (in
+// rounds, see removeRounds), then the pod sandboxes. It returns the number
+// of sandboxes removed.
+func removeAll(ctx context.Context, rt runtimeapi.RuntimeServiceClient, endpoint string) (int, error) {
+	for round := 1; ; round++ {
+		err := removeContainers(ctx, rt, endpoint)
+		if err == nil {
+			break
+		}
+		if round == removeRounds {
+			return 0, fmt.Errorf("%w (after %d attempts)", err, removeRounds)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(removeRetryPause):
+		}
 	}
-	// Containers stop in parallel: each may take its whole grace period.
+	ps, err := rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return 0, fmt.Errorf("list pods of %s: %w", endpoint, err)
+	}
+	for _, p := range ps.Items {
+		if _, err := rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+			return 0, fmt.Errorf("stop pod %s/%s on %s: %w", p.Metadata.GetNamespace(), p.Metadata.GetName(), endpoint, err)
+		}
+		if _, err := rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
+			return 0, fmt.Errorf("remove pod %s/%s on %s: %w", p.Metadata.GetNamespace(), p.Metadata.GetName(), endpoint, err)
+		}
+	}
+	return len(ps.Items), nil
+}
+
+// removeContainers stops and removes every container the runtime lists,
+// in parallel (each may take its whole grace period), and returns the
+// first error.
+func removeContainers(ctx context.Context, rt runtimeapi.RuntimeServiceClient, endpoint string) error {
+	cs, err := rt.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+	if err != nil {
+		return fmt.Errorf("list containers of %s: %w", endpoint, err)
+	}
 	errs := make(chan error, len(cs.Containers))
 	for _, ct := range cs.Containers {
 		go func() {
-			if _, err := c.rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ct.Id, Timeout: gracePeriod(ct)}); err != nil {
+			if _, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: ct.Id, Timeout: gracePeriod(ct)}); err != nil {
 				errs <- fmt.Errorf("stop container %s on %s: %w", ct.Id, endpoint, err)
 				return
 			}
-			if _, err := c.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: ct.Id}); err != nil {
+			if _, err := rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: ct.Id}); err != nil {
 				errs <- fmt.Errorf("remove container %s on %s: %w", ct.Id, endpoint, err)
 				return
 			}
 			errs <- nil
 		}()
 	}
+	var first error
 	for range cs.Containers {
-		if err := <-errs; err != nil {
-			return 0, err
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
 	}
-	ps, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
-	if err != nil {
-		return 0, fmt.Errorf("list pods of %s: %w", endpoint, err)
-	}
-	for _, p := range ps.Items {
-		if _, err := c.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id}); err != nil {
-			return 0, fmt.Errorf("stop pod %s/%s on %s: %w", p.Metadata.GetNamespace(), p.Metadata.GetName(), endpoint, err)
-		}
-		if _, err := c.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id}); err != nil {
-			return 0, fmt.Errorf("remove pod %s/%s on %s: %w", p.Metadata.GetNamespace(), p.Metadata.GetName(), endpoint, err)
-		}
-	}
-	return len(ps.Items), nil
+	return first
 }
 
 // hasImage reports whether the runtime at c holds ref.
