@@ -17,61 +17,6 @@ import (
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
-// DefaultPageSize is how many keys the first read of a walk over etcd's
-// keyspace returns (the keyspace is never held in memory whole); the later
-// pages are sized by bytes (pageSizer).
-const DefaultPageSize = 1000
-
-// Pages after the first aim at pageBytes of keys and values, between
-// minPageKeys and maxPageKeys keys. etcd walks its index over the whole
-// rest of the range on every read with a limit (to count it), so the
-// number of pages, not their size, makes a large key space slow to read:
-// 1,000,000 keys of 1 KiB in pages of 1,000 took 88 s to copy, against
-// 19 s for etcd to serve them all in pages of 10,000 (bench, 6 December).
-// The bulk copy holds three pages at most (readPages), ~24 MiB; objects
-// of 100 KiB and more bring pages down to minPageKeys.
-const (
-	pageBytes   = 8 << 20
-	minPageKeys = 100
-	maxPageKeys = 50000
-)
-
-// pageKeys returns the size of the next page after keys keys of bytes
-// bytes (keys and values) were read.
-func pageKeys(keys, bytes int64) int {
-	if keys <= 0 || bytes <= 0 {
-		return DefaultPageSize
-	}
-	per := max(bytes/keys, 1)
-	return int(min(max(pageBytes/per, minPageKeys), maxPageKeys))
-}
-
-// pageSizer sizes the pages of one walk over a keyspace: every page of
-// fixed keys when fixed > 0, else the first of DefaultPageSize keys and the
-// later ones by the bytes a key took so far (pageKeys). The bulk copy, the
-// verify step's digest of etcd and the undo's comparison all walk whole
-// keyspaces with it.
-type pageSizer struct {
-	fixed       int
-	keys, bytes int64
-}
-
-// size is the number of keys to ask for next.
-func (p *pageSizer) size() int {
-	if p.fixed > 0 {
-		return p.fixed
-	}
-	return pageKeys(p.keys, p.bytes)
-}
-
-// read records a page that was read.
-func (p *pageSizer) read(kvs []*mvccpb.KeyValue) {
-	for _, kv := range kvs {
-		p.bytes += int64(len(kv.Key) + len(kv.Value))
-	}
-	p.keys += int64(len(kvs))
-}
-
 // Copier copies etcd's keyspace into an empty store with etcd's revisions:
 // Bulk reads etcd at one revision R0 in pages, Follow replays every later
 // change with its own revision until etcd stops changing, so the store ends
@@ -179,35 +124,22 @@ func readPages(ctx context.Context, cli *clientv3.Client, size int) <-chan etcdP
 	out := make(chan etcdPage, 1)
 	go func() {
 		defer close(out)
-		key := []byte{0}
-		var rev int64
-		sizer := pageSizer{fixed: size}
-		for {
-			opts := []clientv3.OpOption{clientv3.WithRange("\x00"), clientv3.WithLimit(int64(sizer.size()))}
-			if rev != 0 {
-				opts = append(opts, clientv3.WithRev(rev))
-			}
-			resp, err := cli.Get(ctx, string(key), opts...)
+		p := newPager(cli, 0)
+		p.sizer.fixed = size
+		for !p.done {
+			kvs, err := p.page(ctx)
 			if err != nil {
 				select {
-				case out <- etcdPage{err: fmt.Errorf("read etcd keys from %q at revision %d: %w", key, rev, err)}:
+				case out <- etcdPage{err: err}:
 				case <-ctx.Done():
 				}
 				return
 			}
-			if rev == 0 {
-				rev = resp.Header.Revision
-			}
-			sizer.read(resp.Kvs)
 			select {
-			case out <- etcdPage{kvs: resp.Kvs, rev: rev}:
+			case out <- etcdPage{kvs: kvs, rev: p.rev}:
 			case <-ctx.Done():
 				return
 			}
-			if !resp.More || len(resp.Kvs) == 0 {
-				return
-			}
-			key = append(append([]byte(nil), resp.Kvs[len(resp.Kvs)-1].Key...), 0)
 		}
 	}()
 	return out

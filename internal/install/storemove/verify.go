@@ -28,24 +28,19 @@ func (d Digest) String() string {
 func EtcdDigest(ctx context.Context, cli *clientv3.Client, rev int64, page int) (Digest, error) {
 	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
 	d := Digest{Revision: rev}
-	key := []byte{0}
+	p := newPager(cli, rev)
+	p.sizer.fixed = page
 	var buf []byte
-	sizer := pageSizer{fixed: page}
-	for {
-		resp, err := cli.Get(ctx, string(key), clientv3.WithRange("\x00"), clientv3.WithLimit(int64(sizer.size())), clientv3.WithRev(rev))
+	for !p.done {
+		kvs, err := p.page(ctx)
 		if err != nil {
-			return d, fmt.Errorf("read etcd at revision %d from %q: %w", rev, key, err)
+			return d, fmt.Errorf("read etcd: %w", err)
 		}
-		sizer.read(resp.Kvs)
-		for _, kv := range resp.Kvs {
+		for _, kv := range kvs {
 			buf = mvcc.HashKeyValue(buf[:0], kv)
 			h.Write(buf)
 			d.Keys++
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			break
-		}
-		key = append(append([]byte(nil), resp.Kvs[len(resp.Kvs)-1].Key...), 0)
 	}
 	d.Hash = h.Sum32()
 	return d, nil
