@@ -93,6 +93,14 @@ clusters=false
 if want 3 || want 4 || want 7; then
   clusters=true
   scripts/kubeadm.sh prereqs   # apt here, not beside another apt-get in the background
+  # The host's snapshot, compared after the clusters' last `down`, is taken
+  # before anything starts in the background: a template build under way
+  # has debootstrap's /proc mounted in its rootfs (CI, 6 December: the
+  # snapshot caught it, the comparison then failed on a mount that was gone).
+  use_slot
+  snap=$(mktemp -d /tmp/qk-ci-host.XXXXXX)
+  scripts/kubeadm.sh down >/dev/null 2>&1 || true
+  test/kubeadm/snapshot.sh "$snap/before"
   QK_CONTROL_PLANES=3 scripts/kubeadm.sh templates >"$CACHE/kubeadm-templates.log" 2>&1 &
 fi
 
@@ -194,16 +202,12 @@ fi
 # (killed with kill -9 and run again over the remains; up twice in a row)
 # are its ups, stages 4 and 7 run on it, then stage 3 grows it to three
 # control planes for TestOperatorHA. One snapshot of the host before the
-# first `up`, compared after the `down` (what down_test.sh checks, on the
+# run's first background build (above), compared after the `down` (what down_test.sh checks, on the
 # cluster every test ran on). Stage 4's tests and stage 7's leave the
 # cluster on etcd and containerd, every pod Running: the state the next
 # starts from. Stage 5 comes after the comparison (its runtime makes
 # cgroups, mounts and netns of its own on the host).
 if $clusters; then
-  use_slot
-  snap=$(mktemp -d /tmp/qk-ci-host.XXXXXX)
-  scripts/kubeadm.sh down >/dev/null 2>&1 || true
-  test/kubeadm/snapshot.sh "$snap/before"
   trap 'if [[ -n $SIDE_PID ]]; then kill -- "$SIDE_PID" 2>/dev/null || true; fi; scripts/kubeadm.sh down >/dev/null 2>&1 || true' EXIT
   side_start
   clusters_built
