@@ -251,10 +251,12 @@ func newGRPCServers(cfg Config, tlsCfg *tls.Config, metrics *metrics) (gsTLS, gs
 		grpc.ChainUnaryInterceptor(metrics.unary),
 		grpc.ChainStreamInterceptor(metrics.stream),
 	}
+	opts = append(opts, etcdapi.ServerOptions()...)
+	plain := len(opts)
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	return grpc.NewServer(opts...), grpc.NewServer(opts[:len(opts)-boolInt(tlsCfg != nil)]...)
+	return grpc.NewServer(opts...), grpc.NewServer(opts[:plain]...)
 }
 
 // stopGRPC stops the servers gracefully, forcibly after 2 s.
@@ -273,13 +275,6 @@ func stopGRPC(servers ...*grpc.Server) {
 			g.Stop()
 		}
 	}
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 type boundListener struct {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -90,9 +91,17 @@ func New(store *mvcc.Store, cfg Config) *Server {
 	return s
 }
 
-// Register adds every service to g.
+// Register adds every service to g, which must have been built with
+// ServerOptions. KV.Range is served by rangeHandler.
 func (s *Server) Register(g *grpc.Server) {
-	pb.RegisterKVServer(g, s)
+	kv := pb.KV_ServiceDesc
+	kv.Methods = slices.Clone(kv.Methods)
+	i := slices.IndexFunc(kv.Methods, func(m grpc.MethodDesc) bool { return m.MethodName == "Range" })
+	if i < 0 {
+		panic("etcdapi: the etcd KV service has no Range method")
+	}
+	kv.Methods[i].Handler = s.rangeHandler
+	g.RegisterService(&kv, s)
 	pb.RegisterWatchServer(g, s)
 	pb.RegisterLeaseServer(g, s)
 	pb.RegisterClusterServer(g, s)

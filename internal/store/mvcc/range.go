@@ -52,15 +52,31 @@ func (s *Store) readView() (*pebble.Snapshot, int64, error) {
 // compacted revision ErrCompacted. The response's Header.Revision is the
 // store's revision at the time of the read (not the requested one), as etcd.
 func (s *Store) Range(ctx context.Context, req *pb.RangeRequest) (*pb.RangeResponse, error) {
-	if resp, ok, err := s.rangeLatest(req); ok {
+	return s.rangeTo(req, nil)
+}
+
+// RangeTo serves req as Range does, but adds its key-values to sink, in
+// the response's order, instead of returning them in Kvs; the response
+// carries the rest (header, count, more).
+func (s *Store) RangeTo(ctx context.Context, req *pb.RangeRequest, sink KVSink) (*pb.RangeResponse, error) {
+	return s.rangeTo(req, sink)
+}
+
+// rangeTo is Range with the key-values in the response (sink nil) or added
+// to sink.
+func (s *Store) rangeTo(req *pb.RangeRequest, sink KVSink) (*pb.RangeResponse, error) {
+	if resp, ok, err := s.rangeLatest(req, sink); ok {
 		return resp, err
+	}
+	if sink != nil {
+		sink.Reset() // what a failed read of the latest revision added
 	}
 	snap, rev, err := s.readView()
 	if err != nil {
 		return nil, err
 	}
 	defer snap.Close()
-	return s.rangeReader(snap, s.idx.viewAt(rev), rev, req)
+	return s.rangeInto(snap, s.idx.viewAt(rev), rev, req, sink)
 }
 
 // rangeLatest serves a read of the current revision (req.Revision 0)
@@ -74,7 +90,7 @@ func (s *Store) Range(ctx context.Context, req *pb.RangeRequest) (*pb.RangeRespo
 // reports !ok, and Range answers from a snapshot instead. A snapshot costs
 // pebble's mutex twice per read and, at its close, a compaction check
 // (profiled: range@64).
-func (s *Store) rangeLatest(req *pb.RangeRequest) (*pb.RangeResponse, bool, error) {
+func (s *Store) rangeLatest(req *pb.RangeRequest, sink KVSink) (*pb.RangeResponse, bool, error) {
 	if req.Revision != 0 || s.restoring.Load() {
 		return nil, false, nil
 	}
@@ -82,7 +98,7 @@ func (s *Store) rangeLatest(req *pb.RangeRequest) (*pb.RangeResponse, bool, erro
 	if iv == nil {
 		return nil, false, nil
 	}
-	resp, err := s.rangeReader(s.db, iv, iv.rev, req)
+	resp, err := s.rangeInto(s.db, iv, iv.rev, req, sink)
 	if errors.Is(err, errNoHistoryEntry) {
 		return nil, false, nil
 	}
@@ -92,6 +108,14 @@ func (s *Store) rangeLatest(req *pb.RangeRequest) (*pb.RangeResponse, bool, erro
 // rangeReader serves req from r, a consistent view whose revision is cur.
 // iv is the index of live keys at cur, or nil if none is at hand.
 func (s *Store) rangeReader(r pebble.Reader, iv *indexView, cur int64, req *pb.RangeRequest) (*pb.RangeResponse, error) {
+	return s.rangeInto(r, iv, cur, req, nil)
+}
+
+// rangeInto is rangeReader with the key-values in the response (sink nil)
+// or added to sink. A range in key order without revision filters goes to
+// the sink as it is read; the others are collected, filtered and sorted
+// first.
+func (s *Store) rangeInto(r pebble.Reader, iv *indexView, cur int64, req *pb.RangeRequest, sink KVSink) (*pb.RangeResponse, error) {
 	rev, err := s.checkRev(req.Revision, cur)
 	if err != nil {
 		return nil, err
@@ -112,8 +136,21 @@ func (s *Store) rangeReader(r pebble.Reader, iv *indexView, cur int64, req *pb.R
 	if limit > 0 {
 		limit++ // one more to learn whether there are more
 	}
-	kvs, count, err := s.scan(r, scanSpec{key: req.Key, end: req.RangeEnd, rev: rev, cur: cur, limit: limit,
-		keysOnly: req.KeysOnly, countOnly: req.CountOnly, index: iv})
+	sp := scanSpec{key: req.Key, end: req.RangeEnd, rev: rev, cur: cur, limit: limit,
+		keysOnly: req.KeysOnly, countOnly: req.CountOnly, index: iv}
+	resp := &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: cur}}
+	if sink != nil && sortOrder == pb.RangeRequest_NONE && !filtered {
+		w := &sinkWriter{sink: sink, max: -1}
+		if req.Limit > 0 {
+			w.max = req.Limit
+		}
+		if resp.Count, err = s.scanTo(r, sp, w); err != nil {
+			return nil, err
+		}
+		resp.More = req.Limit > 0 && w.n > req.Limit
+		return resp, nil
+	}
+	kvs, count, err := s.scan(r, sp)
 	if err != nil {
 		return nil, err
 	}
@@ -121,12 +158,19 @@ func (s *Store) rangeReader(r pebble.Reader, iv *indexView, cur int64, req *pb.R
 		kvs = filterKVs(kvs, req)
 	}
 	sortKVs(kvs, sortOrder, req.SortTarget)
-	resp := &pb.RangeResponse{Header: &pb.ResponseHeader{Revision: cur}, Count: count}
+	resp.Count = count
 	if req.Limit > 0 && int64(len(kvs)) > req.Limit {
 		kvs = kvs[:req.Limit]
 		resp.More = true
 	}
-	if !req.CountOnly {
+	switch {
+	case req.CountOnly:
+	case sink != nil:
+		w := sinkWriter{sink: sink, max: -1}
+		for _, kv := range kvs {
+			w.addKV(kv)
+		}
+	default:
 		resp.Kvs = kvs
 	}
 	return resp, nil
@@ -163,40 +207,47 @@ type scanSpec struct {
 var errStopScan = errors.New("mvcc: scan stopped")
 
 // scan returns the key-values sp asks for and the number of keys in the
-// range. With an index, the count comes from it: at the current revision
-// directly, so a count-only range reads no values and a range with a limit
-// reads only the key-values it returns; below it from the current state and
-// the changes since (rangeAt), which reads each changed key's history once.
+// range (scanTo, collected as KeyValues).
 func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, error) {
+	var l kvList
+	count, err := s.scanTo(r, sp, &l)
+	return l.kvs, count, err
+}
+
+// scanTo adds the key-values sp asks for to out and returns the number of
+// keys in the range. With an index, the count comes from it: at the
+// current revision directly, so a count-only range reads no values and a
+// range with a limit reads only the key-values it returns; below it from
+// the current state and the changes since (rangeAt), which reads each
+// changed key's history once.
+func (s *Store) scanTo(r pebble.Reader, sp scanSpec, out kvSink) (int64, error) {
 	live := sp.rev == sp.cur
 	if live && sp.index != nil && !sp.stop && (sp.countOnly || sp.limit > 0) {
 		count := sp.index.count(sp.key, sp.end)
 		if sp.countOnly || count == 0 {
-			return nil, count, nil
+			return count, nil
 		}
-		kvs, _, err := s.scan(r, scanSpec{key: sp.key, end: sp.end, rev: sp.rev, cur: sp.cur, limit: sp.limit, keysOnly: sp.keysOnly, index: sp.index, stop: true})
-		return kvs, count, err
+		_, err := s.scanTo(r, scanSpec{key: sp.key, end: sp.end, rev: sp.rev, cur: sp.cur, limit: sp.limit, keysOnly: sp.keysOnly, index: sp.index, stop: true}, out)
+		return count, err
 	}
 	if !live && !sp.stop {
-		if kvs, count, ok, err := s.rangeAt(r, sp); err != nil || ok {
-			return kvs, count, err
+		if count, ok, err := s.rangeAt(r, sp, out); err != nil || ok {
+			return count, err
 		}
 	}
-	var kvs []*mvccpb.KeyValue
 	var count int64
-	var alloc kvAlloc
 	emit := func(e *entry) error {
-		if sp.stop && int64(len(kvs)) >= sp.limit {
+		if sp.stop && int64(out.len()) >= sp.limit {
 			return errStopScan
 		}
 		count++
-		if sp.countOnly || (sp.limit > 0 && int64(len(kvs)) >= sp.limit) {
+		if sp.countOnly || (sp.limit > 0 && int64(out.len()) >= sp.limit) {
 			return nil
 		}
 		if e.typ != recordPut {
 			return fmt.Errorf("decode %q: %w", e.key, errBadRecord)
 		}
-		kvs = append(kvs, alloc.keyValue(e, sp.keysOnly))
+		out.add(e, sp.keysOnly)
 		return nil
 	}
 	var err error
@@ -209,7 +260,7 @@ func (s *Store) scan(r pebble.Reader, sp scanSpec) ([]*mvccpb.KeyValue, int64, e
 	if errors.Is(err, errStopScan) {
 		err = nil
 	}
-	return kvs, count, err
+	return count, err
 }
 
 // newBoundedIter opens an iterator of r over [lower, upper), or returns nil

@@ -35,21 +35,22 @@ const rangeAtMinChanges = 1024
 
 // rangeAt answers sp (sp.rev < sp.cur, sp.index the index at cur, r a view
 // at cur) from the current state and the changes since sp.rev.
-func (s *Store) rangeAt(r pebble.Reader, sp scanSpec) (kvs []*mvccpb.KeyValue, count int64, ok bool, err error) {
+// It adds the key-values to out only once it answers (ok).
+func (s *Store) rangeAt(r pebble.Reader, sp scanSpec, out kvSink) (count int64, ok bool, err error) {
 	if len(sp.end) == 0 || sp.rev >= sp.cur || sp.index == nil {
-		return nil, 0, false, nil
+		return 0, false, nil
 	}
 	count = sp.index.count(sp.key, sp.end)
 	changed, ok, err := changedSince(r, sp.key, sp.end, sp.rev, sp.cur, max(count, rangeAtMinChanges))
 	if err != nil || !ok {
-		return nil, 0, false, err
+		return 0, false, err
 	}
 	// then: each changed key's entry at rev (nil: absent then).
 	then := make(map[string]*mvccpb.KeyValue, len(changed))
 	for _, k := range changed {
 		kv, err := entryAt(r, []byte(k), sp.rev, sp.keysOnly)
 		if err != nil {
-			return nil, 0, false, err
+			return 0, false, err
 		}
 		then[k] = kv
 		now := sp.index.any([]byte(k), nil)
@@ -61,25 +62,23 @@ func (s *Store) rangeAt(r pebble.Reader, sp scanSpec) (kvs []*mvccpb.KeyValue, c
 		}
 	}
 	if sp.countOnly || count == 0 {
-		return nil, count, true, nil
+		return count, true, nil
 	}
-	kvs, err = mergeAt(r, sp, changed, then)
-	return kvs, count, err == nil, err
+	err = mergeAt(r, sp, changed, then, out)
+	return count, err == nil, err
 }
 
-// mergeAt reads up to sp.limit (0: all) key-values of the range at sp.rev:
-// the live entries of the keys not changed since, and then's entries of the
-// changed ones (sorted), in key order.
-func mergeAt(r pebble.Reader, sp scanSpec, changed []string, then map[string]*mvccpb.KeyValue) ([]*mvccpb.KeyValue, error) {
-	var kvs []*mvccpb.KeyValue
-	full := func() bool { return sp.limit > 0 && int64(len(kvs)) >= sp.limit }
+// mergeAt adds up to sp.limit (0: all) key-values of the range at sp.rev to
+// out: the live entries of the keys not changed since, and then's entries
+// of the changed ones (sorted), in key order.
+func mergeAt(r pebble.Reader, sp scanSpec, changed []string, then map[string]*mvccpb.KeyValue, out kvSink) error {
+	full := func() bool { return sp.limit > 0 && int64(out.len()) >= sp.limit }
 	takeChanged := func(k string) {
 		if kv := then[k]; kv != nil && !full() {
-			kvs = append(kvs, kv)
+			out.addKV(kv)
 		}
 	}
 	i := 0
-	var alloc kvAlloc
 	err := scanLive(r, sp.index, sp.key, sp.end, !sp.keysOnly, func(e *entry) error {
 		k := e.key
 		for i < len(changed) && changed[i] < string(k) && !full() {
@@ -97,16 +96,16 @@ func mergeAt(r pebble.Reader, sp scanSpec, changed []string, then map[string]*mv
 		if e.typ != recordPut {
 			return fmt.Errorf("decode %q: %w", k, errBadRecord)
 		}
-		kvs = append(kvs, alloc.keyValue(e, sp.keysOnly))
+		out.add(e, sp.keysOnly)
 		return nil
 	})
 	if err != nil && err != errStopScan {
-		return nil, err
+		return err
 	}
 	for ; i < len(changed) && !full(); i++ {
 		takeChanged(changed[i])
 	}
-	return kvs, nil
+	return nil
 }
 
 // changedSince returns, sorted, the keys of the etcd range [key, end) (end

@@ -83,10 +83,10 @@ func TestRangeAtOldRevisionMatchesScan(t *testing.T) {
 	}
 	defer snap.Close()
 	iv := s.idx.viewAt(at)
-	if _, _, ok, err := s.rangeAt(snap, scanSpec{key: []byte("r/"), end: []byte{0}, rev: at - 3, cur: at, index: iv}); err != nil || !ok {
+	if _, ok, err := s.rangeAt(snap, scanSpec{key: []byte("r/"), end: []byte{0}, rev: at - 3, cur: at, index: iv}, &kvList{}); err != nil || !ok {
 		t.Fatalf("rangeAt 3 revisions back: ok %v, err %v; want an answer", ok, err)
 	}
-	if _, _, ok, err := s.rangeAt(snap, scanSpec{key: []byte("r/"), end: []byte("r/0010"), rev: revs[0], cur: at, index: iv}); err != nil || ok {
+	if _, ok, err := s.rangeAt(snap, scanSpec{key: []byte("r/"), end: []byte("r/0010"), rev: revs[0], cur: at, index: iv}, &kvList{}); err != nil || ok {
 		t.Fatalf("rangeAt %d revisions back over a 10-key range: ok %v, err %v; want the scan to answer", at-revs[0], ok, err)
 	}
 }
