@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
@@ -187,6 +188,40 @@ func TestPageKeys(t *testing.T) {
 		if got := pageKeys(c.keys, c.bytes); got != c.want {
 			t.Errorf("pageKeys(%d, %d) = %d, want %d", c.keys, c.bytes, got, c.want)
 		}
+	}
+}
+
+// TestPageSizerGrowsPagesGeometrically: after the first page, each is at
+// most twice the one before, up to what pageKeys allows by bytes.
+func TestPageSizerGrowsPagesGeometrically(t *testing.T) {
+	page := func(n, valueSize int) []*mvccpb.KeyValue {
+		kvs := make([]*mvccpb.KeyValue, n)
+		for i := range kvs {
+			kvs[i] = &mvccpb.KeyValue{Key: make([]byte, 36), Value: make([]byte, valueSize)}
+		}
+		return kvs
+	}
+	for _, c := range []struct {
+		valueSize int
+		want      []int
+	}{
+		{1024, []int{1000, 2000, 4000, pageBytes / 1060, pageBytes / 1060}},
+		{10, []int{1000, 2000, 4000, 8000, 16000, 32000, maxPageKeys, maxPageKeys}},
+		{64 << 10, []int{1000, pageBytes / (64<<10 + 36), pageBytes / (64<<10 + 36)}},
+	} {
+		var p pageSizer
+		var got []int
+		for range c.want {
+			n := p.size()
+			got = append(got, n)
+			p.read(page(n, c.valueSize))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("values of %d bytes: pages %v, want %v", c.valueSize, got, c.want)
+		}
+	}
+	if p := (pageSizer{fixed: 500}); p.size() != 500 {
+		t.Errorf("fixed pages of 500: %d", p.size())
 	}
 }
 
