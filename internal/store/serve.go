@@ -83,6 +83,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 	apiCfg := etcdapi.Config{
 		Name: cfg.Name, ClientURLs: advertise, MaxRequestBytes: cfg.MaxRequestBytes, MaxTxnOps: cfg.MaxTxnOps,
 		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes, Logger: log,
+		RangeReadAhead: !cfg.NoRangeReadAhead,
 	}
 	rep, memberDone, err := startMember(&cfg, &apiCfg, st, advertise, log)
 	if err != nil {
@@ -115,6 +116,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 		_ = h.Close()
 	}
 	stopGRPC(gsTLS, gsPlain)
+	api.Stop()
 	stopMirror()
 	if rep != nil {
 		rep.Stop() // before the store closes

@@ -61,12 +61,15 @@ type kvEncoder struct {
 	off    int     // bytes of cur written
 	chunks int     // buffers taken so far
 	n      int     // key-values added
+	size   int     // bytes written
+	last   []byte  // the last key added
 	tmp    [64]byte
 }
 
 // AddKV writes one KeyValue; key and value are copied.
 func (e *kvEncoder) AddKV(key, value []byte, create, mod, version, lease int64) {
 	e.n++
+	e.last = append(e.last[:0], key...)
 	size := 0
 	if len(key) > 0 {
 		size += 1 + protowire.SizeBytes(len(key))
@@ -124,6 +127,7 @@ func (e *kvEncoder) write(p []byte) {
 		}
 		n := copy((*e.cur)[e.off:], p)
 		e.off += n
+		e.size += n
 		p = p[n:]
 	}
 }
@@ -207,6 +211,12 @@ func (s *Server) rangeReply(ctx context.Context, r *pb.RangeRequest) (*rangeRepl
 	if err := s.readBarrier(ctx, r.Serializable); err != nil {
 		return nil, err
 	}
+	if s.cfg.RangeReadAhead {
+		if reply := s.fromAhead(r); reply != nil {
+			s.readAhead(r, reply)
+			return reply, nil
+		}
+	}
 	reply := &rangeReply{kvs: kvEncoder{pool: mem.DefaultBufferPool()}}
 	resp, err := s.store.RangeTo(ctx, r, &reply.kvs)
 	if err != nil {
@@ -215,6 +225,9 @@ func (s *Server) rangeReply(ctx context.Context, r *pb.RangeRequest) (*rangeRepl
 	}
 	resp.Header = s.fill(resp.Header)
 	reply.head = resp
+	if s.cfg.RangeReadAhead {
+		s.readAhead(r, reply)
+	}
 	return reply, nil
 }
 

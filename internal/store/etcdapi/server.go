@@ -48,6 +48,9 @@ type Config struct {
 	Mirror Mirror
 	// Logger receives the server's structured logs (default slog.Default()).
 	Logger *slog.Logger
+	// RangeReadAhead reads the next page of a paginated range while the
+	// client decodes the current one (range_ahead.go).
+	RangeReadAhead bool
 }
 
 // Server implements the etcd v3 services.
@@ -63,6 +66,13 @@ type Server struct {
 	clusterID uint64
 	memberID  uint64
 	cluster   Cluster
+	ahead     readAheads
+}
+
+// Stop ends the server's background work (pages read ahead) and waits for
+// it; call it once the gRPC servers stopped, before the store closes.
+func (s *Server) Stop() {
+	s.ahead.stop()
 }
 
 // New returns a server for store.
