@@ -29,7 +29,12 @@ type metrics struct {
 	store    *mvcc.Store
 }
 
-func newMetrics(st *mvcc.Store) *metrics {
+// readAheadPages reports the API's pages read ahead (etcdapi.Server).
+type readAheadPages interface {
+	ReadAheadPages() (served, unused int64)
+}
+
+func newMetrics(st *mvcc.Store, api readAheadPages) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), store: st}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quantykube_store_requests_total", Help: "gRPC requests by method and status code.",
@@ -47,7 +52,13 @@ func newMetrics(st *mvcc.Store) *metrics {
 	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "quantykube_store_disk_size_bytes", Help: "Bytes the data dir uses on disk.",
 	}, func() float64 { t, _ := st.Size(); return float64(t) })
-	m.reg.MustRegister(m.requests, m.latency, rev, compacted, size, newMemoryCollector(st),
+	aheadServed := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "quantykube_store_range_read_ahead_served_total", Help: "Pages of paginated ranges read ahead that answered a request.",
+	}, func() float64 { n, _ := api.ReadAheadPages(); return float64(n) })
+	aheadUnused := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "quantykube_store_range_read_ahead_unused_total", Help: "Pages of paginated ranges read ahead and dropped without answering a request.",
+	}, func() float64 { _, n := api.ReadAheadPages(); return float64(n) })
+	m.reg.MustRegister(m.requests, m.latency, rev, compacted, size, aheadServed, aheadUnused, newMemoryCollector(st),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -96,7 +96,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 	mctl, stopMirror := startMirror(ctx, st, rep, log)
 	apiCfg.Mirror = mctl
 	api := etcdapi.New(st, apiCfg)
-	metrics := newMetrics(st)
+	metrics := newMetrics(st, api)
 	gsTLS, gsPlain := newGRPCServers(cfg, tlsCfg, metrics)
 	hs := health.NewServer()
 	for _, g := range []*grpc.Server{gsTLS, gsPlain} {

@@ -65,6 +65,13 @@ type readAheads struct {
 	stopped bool
 	wg      sync.WaitGroup
 	served  atomic.Int64 // requests answered with a page read ahead
+	unused  atomic.Int64 // pages read ahead and dropped unasked (expired, compacted, stopped)
+}
+
+// ReadAheadPages returns how many pages read ahead answered a request and
+// how many were dropped without answering one, since the server started.
+func (s *Server) ReadAheadPages() (served, unused int64) {
+	return s.ahead.served.Load(), s.ahead.unused.Load()
 }
 
 // nextPageKey returns the page a paginating client asks for after r
@@ -154,6 +161,7 @@ func (a *readAheads) drop(k pageKey, p *aheadPage) {
 	delete(a.pages, k)
 	a.bytes -= p.size
 	a.mu.Unlock()
+	a.unused.Add(1)
 	if p.reply != nil {
 		p.reply.kvs.free()
 	}
@@ -173,6 +181,9 @@ func (a *readAheads) take(k pageKey) *rangeReply {
 		return nil
 	}
 	<-p.done
+	if p.reply == nil {
+		a.unused.Add(1) // its read failed: the request reads for itself
+	}
 	return p.reply
 }
 
@@ -188,6 +199,7 @@ func (a *readAheads) stop() {
 	a.pages, a.bytes = nil, 0
 	a.mu.Unlock()
 	for _, p := range pages {
+		a.unused.Add(1)
 		if p.reply != nil {
 			p.reply.kvs.free()
 		}
@@ -206,6 +218,7 @@ func (s *Server) fromAhead(r *pb.RangeRequest) *rangeReply {
 	}
 	if r.Revision < s.store.CompactedRev() {
 		reply.kvs.free() // the read itself reports the compaction
+		s.ahead.unused.Add(1)
 		return nil
 	}
 	reply.head.Header = s.fill(nil)

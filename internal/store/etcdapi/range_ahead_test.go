@@ -105,8 +105,8 @@ func TestPageReadAheadNotServedPastCompaction(t *testing.T) {
 	if _, err := s.rangeReply(ctx, next); !errors.Is(err, rpctypes.ErrGRPCCompacted) {
 		t.Fatalf("next page after its revision was compacted: %v; want %v", err, rpctypes.ErrGRPCCompacted)
 	}
-	if s.ahead.served.Load() != 0 {
-		t.Fatal("the page read ahead answered past the compaction of its revision")
+	if served, unused := s.ReadAheadPages(); served != 0 || unused != 1 {
+		t.Fatalf("pages read ahead: %d served, %d unused; want 0 and 1 (the page past the compaction)", served, unused)
 	}
 }
 
@@ -137,6 +137,9 @@ func TestPageReadAheadIsBoundedAndExpires(t *testing.T) {
 			t.Fatal("pages read ahead still held 10 s after their TTL")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if served, unused := s.ReadAheadPages(); served != 0 || unused != aheadPages {
+		t.Fatalf("pages read ahead: %d served, %d unused; want 0 and %d (expired)", served, unused, aheadPages)
 	}
 	first, err := s.rangeReply(ctx, &pb.RangeRequest{Key: []byte("k/"), RangeEnd: []byte("k0"), Limit: 10})
 	if err != nil {
