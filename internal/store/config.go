@@ -34,9 +34,9 @@ type Config struct {
 	MemTableBytes       int64
 	// MemoryLimitBytes is Go's soft memory limit (0: GOMEMLIMIT or none).
 	MemoryLimitBytes int64
-	// NoRangeReadAhead turns off reading the next page of a paginated
-	// range ahead of its request (--range-read-ahead=false).
-	NoRangeReadAhead bool
+	// RangeReadAhead reads the next page of a paginated range ahead of its
+	// request (--range-read-ahead; off by default, ADR 012).
+	RangeReadAhead bool
 	// EnablePprof serves /debug/pprof on the metrics listeners (etcd's --enable-pprof).
 	EnablePprof bool
 	// Cluster holds etcd's clustering flags; with --listen-peer-urls (or

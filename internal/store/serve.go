@@ -83,7 +83,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 	apiCfg := etcdapi.Config{
 		Name: cfg.Name, ClientURLs: advertise, MaxRequestBytes: cfg.MaxRequestBytes, MaxTxnOps: cfg.MaxTxnOps,
 		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes, Logger: log,
-		RangeReadAhead: !cfg.NoRangeReadAhead,
+		RangeReadAhead: cfg.RangeReadAhead,
 	}
 	rep, memberDone, err := startMember(&cfg, &apiCfg, st, advertise, log)
 	if err != nil {

@@ -117,11 +117,25 @@ func TestRangeReplyMarshalsAsProto(t *testing.T) {
 }
 
 // TestRangeOverGRPCUsesReplies checks a real etcd client against the gRPC
-// server built with ServerOptions: a paged list of every key, at the first
-// page's revision, returns what the store holds (values of up to 300 KB
-// straddling the reply's buffers).
+// server built with ServerOptions, with and without read-ahead: a paged
+// list of every key, at the first page's revision, returns what the store
+// holds (values of up to 300 KB straddling the reply's buffers).
 func TestRangeOverGRPCUsesReplies(t *testing.T) {
-	s, st, _ := replyStore(t)
+	plain, st, _ := replyStore(t)
+	ahead := New(st, Config{Name: "test", RangeReadAhead: true})
+	defer ahead.Stop()
+	for _, s := range []*Server{plain, ahead} {
+		pagedListOverGRPC(t, s, st)
+	}
+	if served, _ := ahead.ReadAheadPages(); served == 0 {
+		t.Fatal("the server with read-ahead answered no page from a page read ahead")
+	}
+}
+
+// pagedListOverGRPC serves s on a loopback port and lists every key of st
+// through it in pages of 17, as kube-apiserver pages.
+func pagedListOverGRPC(t *testing.T, s *Server, st *mvcc.Store) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
