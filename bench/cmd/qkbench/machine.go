@@ -138,7 +138,7 @@ func moveCopyDescription(p params) string {
 	var pages []string
 	for _, ps := range p.CopyPageSizes {
 		if ps == 0 {
-			pages = append(pages, fmt.Sprintf("the move's own pages (the first of %d keys, the later ones sized to ~8 MiB)", storemove.DefaultPageSize))
+			pages = append(pages, fmt.Sprintf("the move's own pages (the first of %d keys, the later ones sized to ~8 MiB, each at most twice the one before)", storemove.DefaultPageSize))
 			continue
 		}
 		pages = append(pages, fmt.Sprintf("pages of %d keys", ps))
