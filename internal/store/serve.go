@@ -80,11 +80,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 	if len(advertise) == 0 {
 		advertise = cfg.ListenClientURLs
 	}
-	apiCfg := etcdapi.Config{
-		Name: cfg.Name, ClientURLs: advertise, MaxRequestBytes: cfg.MaxRequestBytes, MaxTxnOps: cfg.MaxTxnOps,
-		ProgressNotifyInterval: cfg.WatchProgressNotify, QuotaBackendBytes: cfg.QuotaBackendBytes, Logger: log,
-		RangeReadAhead: cfg.RangeReadAhead,
-	}
+	apiCfg := cfg.apiConfig(advertise, log)
 	rep, memberDone, err := startMember(&cfg, &apiCfg, st, advertise, log)
 	if err != nil {
 		return err
@@ -125,6 +121,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 		return err
 	}
 	return stopErr
+}
+
+// apiConfig is the etcd API's configuration from the store's.
+func (c *Config) apiConfig(advertise []string, log *slog.Logger) etcdapi.Config {
+	return etcdapi.Config{
+		Name: c.Name, ClientURLs: advertise, MaxRequestBytes: c.MaxRequestBytes, MaxTxnOps: c.MaxTxnOps,
+		ProgressNotifyInterval: c.WatchProgressNotify, QuotaBackendBytes: c.QuotaBackendBytes, Logger: log,
+		RangeReadAhead: c.RangeReadAhead,
+	}
 }
 
 // ready says the store serves, then releases the binary's start-up pages
