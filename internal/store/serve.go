@@ -258,7 +258,6 @@ func newGRPCServers(cfg Config, tlsCfg *tls.Config, metrics *metrics) (gsTLS, gs
 		grpc.ChainUnaryInterceptor(metrics.unary),
 		grpc.ChainStreamInterceptor(metrics.stream),
 	}
-	opts = append(opts, etcdapi.ServerOptions()...)
 	plain := len(opts)
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))

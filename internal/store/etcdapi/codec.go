@@ -1,35 +1,41 @@
 package etcdapi
 
 import (
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 )
 
-// ServerOptions are the options a gRPC server the API is registered on
-// (Register) must be built with: its codec marshals the Range replies
-// (range_reply.go). Without them a Range fails with gRPC's "error while
-// marshaling".
-func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.ForceServerCodecV2(serverCodec{proto: encoding.GetCodecV2(grpcproto.Name)})}
+// The process's "proto" codec is gRPC's, plus the Range replies whose
+// key-values are encoded already (range_reply.go): every other message,
+// sent or received, by a server or a client, is marshaled by gRPC's own
+// codec exactly as before. It is registered under gRPC's name rather than
+// forced on the API's servers (grpc.ForceServerCodecV2) because a forced
+// codec would also take the requests of services called with another
+// content subtype (the mirror API's "json").
+//
+// Registration happens in init, as gRPC requires; gRPC's proto package is
+// imported here, so its own registration runs first and this one replaces
+// it.
+func init() {
+	encoding.RegisterCodecV2(codec{proto: encoding.GetCodecV2(grpcproto.Name)})
 }
 
-// serverCodec is gRPC's proto codec, plus the Range replies whose
-// key-values are encoded already.
-type serverCodec struct {
+// codec marshals a *rangeReply from its buffers and hands everything else
+// to gRPC's proto codec.
+type codec struct {
 	proto encoding.CodecV2
 }
 
-func (c serverCodec) Marshal(v any) (mem.BufferSlice, error) {
+func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 	if r, ok := v.(*rangeReply); ok {
 		return r.marshal()
 	}
 	return c.proto.Marshal(v)
 }
 
-func (c serverCodec) Unmarshal(data mem.BufferSlice, v any) error {
+func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
 	return c.proto.Unmarshal(data, v)
 }
 
-func (serverCodec) Name() string { return grpcproto.Name }
+func (codec) Name() string { return grpcproto.Name }

@@ -14,8 +14,8 @@ import (
 
 // A Range over the wire is answered with a rangeReply: its key-values are
 // written in protobuf wire format as the store reads them (mvcc.KVSink),
-// into buffers from gRPC's pool, and the server's codec (codec.go) hands
-// those buffers to gRPC as the marshaled message; gRPC returns them to the
+// into buffers from gRPC's pool, and the process's proto codec (codec.go)
+// hands those buffers to gRPC as the marshaled message; gRPC returns them to the
 // pool once they are written to the connection. A value is copied once,
 // from pebble's block into the buffer, instead of into a KeyValue and then
 // again by the marshal, and a page of 10,000 keys leaves no garbage for the

@@ -117,7 +117,7 @@ func TestRangeReplyMarshalsAsProto(t *testing.T) {
 }
 
 // TestRangeOverGRPCUsesReplies checks a real etcd client against the gRPC
-// server built with ServerOptions, with and without read-ahead: a paged
+// server, with and without read-ahead: a paged
 // list of every key, at the first page's revision, returns what the store
 // holds (values of up to 300 KB straddling the reply's buffers).
 func TestRangeOverGRPCUsesReplies(t *testing.T) {
@@ -140,7 +140,7 @@ func pagedListOverGRPC(t *testing.T, s *Server, st *mvcc.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(ServerOptions()...)
+	g := grpc.NewServer()
 	s.Register(g)
 	go g.Serve(l)
 	defer g.Stop()

@@ -101,8 +101,8 @@ func New(store *mvcc.Store, cfg Config) *Server {
 	return s
 }
 
-// Register adds every service to g, which must have been built with
-// ServerOptions. KV.Range is served by rangeHandler.
+// Register adds every service to g. KV.Range is served by rangeHandler,
+// whose replies the process's proto codec marshals (codec.go).
 func (s *Server) Register(g *grpc.Server) {
 	kv := pb.KV_ServiceDesc
 	kv.Methods = slices.Clone(kv.Methods)

@@ -25,7 +25,7 @@ func serve(t *testing.T) *clientv3.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(ServerOptions()...)
+	g := grpc.NewServer()
 	New(st, Config{Name: "test", ProgressNotifyInterval: 200 * time.Millisecond}).Register(g)
 	go g.Serve(l)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{l.Addr().String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})

@@ -138,7 +138,7 @@ func serveStore(t *testing.T, st *mvcc.Store, m etcdapi.Mirror) *clientv3.Client
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(etcdapi.ServerOptions()...)
+	g := grpc.NewServer()
 	etcdapi.New(st, etcdapi.Config{Name: "qk", Mirror: m, Logger: testLog()}).Register(g)
 	go g.Serve(l)
 	t.Cleanup(g.Stop)
