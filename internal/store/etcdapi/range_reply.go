@@ -87,31 +87,36 @@ func (e *kvEncoder) AddKV(key, value []byte, create, mod, version, lease int64) 
 	}
 	b := protowire.AppendTag(e.tmp[:0], fieldRangeKvs, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(size))
-	if len(key) > 0 {
-		b = protowire.AppendTag(b, fieldKVKey, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(len(key)))
-		e.write(b)
-		e.write(key)
-		b = e.tmp[:0]
-	}
+	b = e.bytesField(b, fieldKVKey, key)
 	for i, v := range [...]int64{create, mod, version} {
-		if v != 0 {
-			b = protowire.AppendTag(b, protowire.Number(fieldKVCreate+i), protowire.VarintType)
-			b = protowire.AppendVarint(b, uint64(v))
-		}
+		b = varintField(b, protowire.Number(fieldKVCreate+i), v)
 	}
-	if len(value) > 0 {
-		b = protowire.AppendTag(b, fieldKVValue, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(len(value)))
-		e.write(b)
-		e.write(value)
-		b = e.tmp[:0]
-	}
-	if lease != 0 {
-		b = protowire.AppendTag(b, fieldKVLease, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(lease))
-	}
+	b = e.bytesField(b, fieldKVValue, value)
+	b = varintField(b, fieldKVLease, lease)
 	e.write(b)
+}
+
+// bytesField writes the pending header bytes b and the field num holding
+// p (none if p is empty, as proto3 leaves it out), and returns the header
+// buffer emptied; with p empty it returns b as it is.
+func (e *kvEncoder) bytesField(b []byte, num protowire.Number, p []byte) []byte {
+	if len(p) == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(len(p)))
+	e.write(b)
+	e.write(p)
+	return e.tmp[:0]
+}
+
+// varintField appends the field num holding v to b (nothing if v is 0).
+func varintField(b []byte, num protowire.Number, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(v))
 }
 
 // Reset drops what was written (the store starts its read over).
