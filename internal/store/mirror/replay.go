@@ -109,7 +109,8 @@ func (r *Replayer) Run(ctx context.Context) error {
 		select {
 		case res, ok := <-wch:
 			if !ok {
-				return errors.New("the source's watch ended")
+				// The source closes its watch when ctx ends: a stop.
+				return stopped(ctx, errors.New("the source's watch ended"))
 			}
 			changes, werr := r.collect(res, wch)
 			if err := st.apply(ctx, changes); err != nil {
@@ -144,9 +145,10 @@ func (r *Replayer) Run(ctx context.Context) error {
 
 // stopped returns ctx's error in place of err once ctx is done: a request
 // to the target cut short by the replay being stopped fails with the RPC's
-// own "canceled" status, which is the stop, not a failed replay (CI, 6
-// December: TestReplayStoreToEtcd's stop returned "replay revision 232 on
-// etcd as the revoke of lease …: rpc error: code = Canceled").
+// own "canceled" status, and the source's watch closes, both of which are
+// the stop, not a failed replay (CI, 6 December: TestReplayStoreToEtcd's
+// stop returned "replay revision 232 on etcd as the revoke of lease …: rpc
+// error: code = Canceled", and later "the source's watch ended").
 func stopped(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
