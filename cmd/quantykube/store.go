@@ -57,6 +57,7 @@ with etcd's raft (WAL, snapshots and peer transport are etcd's).`,
 	f.Int64Var(&cfg.CacheBytes, "cache-bytes", mvcc.DefaultCacheSize, "block cache for data blocks, in bytes (pebble's memtables come on top: at most 3 × --memtable-bytes)")
 	f.Int64Var(&cfg.MemTableBytes, "memtable-bytes", mvcc.DefaultMemTableSize, "size of one memtable, in bytes: pebble holds up to 3 (one filling, one flushing, one kept for reuse); larger means fewer flushes and more memory")
 	f.Int64Var(&cfg.MemoryLimitBytes, "memory-limit-bytes", 0, "Go's soft memory limit in bytes (0: GOMEMLIMIT or none); without cgo it covers pebble's memtables and cache too")
+	f.BoolVar(&cfg.GCExcludeEngineMemory, "gc-exclude-engine-memory", true, "pace Go's GC on the heap without pebble's memtables and block cache, which are Go heap in a build without cgo (as shipped) and are freed by pebble, not collected; false: GOGC applies to them too (ADR 013)")
 	f.BoolVar(&cfg.RangeReadAhead, "range-read-ahead", false, "read the next page of a paginated range (a limit, the first page's revision) while the client decodes the current one: lists ~20 % faster, at the cost of CPU the writers get otherwise (ADR 012)")
 	f.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve Go's profiler under /debug/pprof on the metrics URLs")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

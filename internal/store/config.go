@@ -34,6 +34,10 @@ type Config struct {
 	MemTableBytes       int64
 	// MemoryLimitBytes is Go's soft memory limit (0: GOMEMLIMIT or none).
 	MemoryLimitBytes int64
+	// GCExcludeEngineMemory paces Go's GC on the heap without pebble's
+	// memtables and cached blocks, which are Go heap in a build without cgo
+	// (--gc-exclude-engine-memory; on by default, ADR 013).
+	GCExcludeEngineMemory bool
 	// RangeReadAhead reads the next page of a paginated range ahead of its
 	// request (--range-read-ahead; off by default, ADR 012).
 	RangeReadAhead bool

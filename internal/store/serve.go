@@ -70,6 +70,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 		return err
 	}
 	defer st.Close()
+	stopPacing := paceGC(cfg, st, log)
+	defer stopPacing()
 	if gone, err := snapshot.RemoveLeftovers(cfg.DataDir); err != nil || len(gone) > 0 {
 		log.Warn("removed what an interrupted snapshot left beside the data dir", "dirs", gone, "err", err)
 	}
@@ -117,6 +119,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger, listen listenFunc) e
 	if rep != nil {
 		rep.Stop() // before the store closes
 	}
+	stopPacing()
 	if err := st.Close(); err != nil && stopErr == nil {
 		return err
 	}

@@ -35,3 +35,16 @@ func (s *Store) MemoryStats() MemoryStats {
 		IndexKeys:           s.idx.len(),
 	}
 }
+
+// EngineHeapBytes returns the bytes of the Go heap that pebble manages by
+// hand — its memtables (with the one kept for reuse) and cached blocks —
+// which are Go heap only in a build without cgo; 0 with cgo. Go's GC cannot
+// reclaim them before pebble frees them (package gcpace paces the GC
+// without them).
+func (s *Store) EngineHeapBytes() uint64 {
+	if !engineMemoryInGoHeap {
+		return 0
+	}
+	m := s.MemoryStats()
+	return uint64(m.BlockCacheBytes) + m.MemTableBytes + m.ZombieMemTableBytes
+}

@@ -55,4 +55,13 @@ func TestBlockCacheHoldsBlocksBesideMemtables(t *testing.T) {
 	if m.MemTableBytes > 2<<20 {
 		t.Fatalf("memtables %d bytes, above --memtable-bytes", m.MemTableBytes)
 	}
+	// Without cgo those bytes are Go heap, and the GC's pacing leaves them
+	// out (package gcpace); with cgo they are C memory and not reported.
+	got, want := s.EngineHeapBytes(), uint64(0)
+	if engineMemoryInGoHeap {
+		want = uint64(m.BlockCacheBytes) + m.MemTableBytes + m.ZombieMemTableBytes
+	}
+	if got != want && (want == 0 || got == 0) {
+		t.Fatalf("EngineHeapBytes %d, want %d (engine memory in the Go heap: %v)", got, want, engineMemoryInGoHeap)
+	}
 }

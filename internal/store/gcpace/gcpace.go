@@ -1,0 +1,153 @@
+// Package gcpace paces Go's garbage collector on the memory it collects,
+// leaving out what a storage engine allocates and frees by hand.
+//
+// Go's GC lets the heap grow by GOGC percent of what it found live (plus
+// goroutine stacks and globals) before the next cycle: that headroom is
+// where garbage collects between cycles. Built without cgo — as the image
+// and the kubeadm scripts build the store — pebble's memtables and block
+// cache are Go heap (its manual allocator falls back to make), so they count
+// as live and the default GOGC=100 gives them headroom too: 16–40 MiB of
+// memory the GC never reclaims until pebble lets go of it, doubled (ADR 013).
+// Built with cgo they are C allocations and the GC never sees them.
+//
+// A Pacer makes the no-cgo store behave as the cgo one: after every GC cycle
+// it sets GOGC so that the heap's goal is what the starting GOGC gives for
+// the collected memory alone:
+//
+//	goal = live + (live + stacks + globals − engine) × base / 100
+//
+// which Go computes from GOGC as live + (live + stacks + globals) × GOGC/100.
+// Go's own minimum headroom (4 MiB at GOGC=100) is kept, and GOGC is never
+// raised above the starting value: the pacer only ever takes back headroom
+// given to the engine's bytes.
+package gcpace
+
+import (
+	"log/slog"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+)
+
+// minHeadroom is the least headroom at GOGC=100, as Go's own minimum heap
+// (runtime.heapMinimum, 4 MiB scaled by GOGC/100).
+const minHeadroom = 4 << 20
+
+// Heap is what one GC cycle found, from runtime/metrics.
+type Heap struct {
+	// Live is the heap marked live by the last cycle (/gc/heap/live:bytes).
+	Live uint64
+	// Stacks and Globals are the scannable stack and global bytes, which
+	// Go's goal adds to Live before it applies GOGC.
+	Stacks, Globals uint64
+}
+
+// Percent returns the GOGC that gives a heap of h, of which engine bytes
+// are the engine's, the goal base gives its collected part alone; within
+// [1, base].
+func Percent(base int, h Heap, engine uint64) int {
+	total := h.Live + h.Stacks + h.Globals
+	if base <= 0 || total == 0 {
+		return base
+	}
+	engine = min(engine, h.Live)
+	headroom := float64(total-engine) * float64(base) / 100
+	headroom = max(headroom, float64(minHeadroom)*float64(base)/100)
+	p := int(math.Ceil(headroom * 100 / float64(total)))
+	return max(1, min(p, base))
+}
+
+// Pacer sets GOGC after every GC cycle (see the package comment).
+type Pacer struct {
+	base    int
+	engine  func() uint64
+	log     *slog.Logger
+	cycles  chan struct{}
+	done    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+	samples []metrics.Sample
+}
+
+// Start paces the GC until Stop, on the GOGC in effect (GOGC from the
+// environment, 100 by default). engine returns the engine's bytes in the Go
+// heap at the moment. With GOGC off (GOGC=off) nothing is paced.
+func Start(engine func() uint64, log *slog.Logger) *Pacer {
+	p := &Pacer{
+		engine: engine, log: log,
+		cycles: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
+		samples: []metrics.Sample{
+			{Name: "/gc/gogc:percent"}, {Name: "/gc/heap/live:bytes"},
+			{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
+		},
+	}
+	metrics.Read(p.samples)
+	p.base = int(p.samples[0].Value.Uint64()) // off (-1) reads back as -1
+	if p.base <= 0 {
+		log.Info("GOGC is off: the GC is not paced")
+		close(p.stopped)
+		return p
+	}
+	armCycleSignal(p.cycles, p.done)
+	go p.run()
+	return p
+}
+
+// Stop ends the pacing and restores the starting GOGC. It may be called
+// more than once.
+func (p *Pacer) Stop() {
+	p.once.Do(func() {
+		close(p.done)
+		<-p.stopped
+		if p.base > 0 {
+			debug.SetGCPercent(p.base)
+		}
+	})
+}
+
+func (p *Pacer) run() {
+	defer close(p.stopped)
+	current := p.base
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-p.cycles:
+		}
+		metrics.Read(p.samples)
+		h := Heap{Live: p.samples[1].Value.Uint64(), Stacks: p.samples[2].Value.Uint64(), Globals: p.samples[3].Value.Uint64()}
+		if want := Percent(p.base, h, p.engine()); want != current {
+			debug.SetGCPercent(want)
+			p.log.Debug("GC paced", "gogc", want, "live", h.Live)
+			current = want
+		}
+	}
+}
+
+// cycleToken is an object that becomes garbage as soon as it is made; its
+// cleanup runs after the GC cycle that reclaimed it. It holds a pointer so
+// that it is not combined with other objects by the tiny allocator (whose
+// blocks may outlive it).
+type cycleToken struct {
+	_ *byte
+	_ [8]byte
+}
+
+// armCycleSignal makes a token whose cleanup signals cycles (without
+// blocking) and arms the next one, until done is closed.
+func armCycleSignal(cycles chan<- struct{}, done <-chan struct{}) {
+	runtime.AddCleanup(new(cycleToken), func(struct{}) {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		select {
+		case cycles <- struct{}{}:
+		default:
+		}
+		armCycleSignal(cycles, done)
+	}, struct{}{})
+}
