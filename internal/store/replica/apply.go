@@ -27,8 +27,15 @@ func marshalRequest(req *pb.InternalRaftRequest) ([]byte, error) {
 // header's id for a normal entry, the conf change's id otherwise.
 type pending struct {
 	id     uint64
+	conf   bool       // a conf change: answered after Advance
 	member *pb.Member // a conf change's member, for the transport
 	remove uint64
+}
+
+// confAnswer is a conf change's result waiting for Advance.
+type confAnswer struct {
+	id     uint64
+	result mvcc.Result
 }
 
 // apply decodes committed entries and applies them to the store in one
@@ -85,12 +92,33 @@ func (r *Replica) apply(committed []*raftpb.Entry) error {
 	r.applied.Store(last)
 	for i, p := range waits {
 		r.afterConf(p)
-		if p.id != 0 {
+		switch {
+		case p.id == 0:
+		case p.conf:
+			r.confAnswers = append(r.confAnswers, confAnswer{p.id, results[i]})
+		default:
 			r.waits.Trigger(p.id, results[i])
 		}
 	}
 	r.applyWait.Trigger(last)
 	return nil
+}
+
+// answerConfChanges answers the proposers of the conf changes applied
+// before the last Advance. Raft drops a conf change proposed while one it
+// has not yet seen applied is pending (the leader replaces it with an empty
+// entry, and its proposer times out): answering before Advance let a
+// proposer's next change — a member added again right after its remove, a
+// promotion right after an add — race raft's applied index (CI, 6
+// December: TestAddAgainRightAfterRemove, "etcdserver: request timed
+// out"). Advance hands raft the applied index in its own goroutine before
+// it takes any later proposal.
+func (r *Replica) answerConfChanges() {
+	for _, a := range r.confAnswers {
+		r.waits.Trigger(a.id, a.result)
+	}
+	clear(r.confAnswers)
+	r.confAnswers = r.confAnswers[:0]
 }
 
 // replayConf applies a replayed conf change to raft as it was applied the
@@ -109,7 +137,7 @@ func (r *Replica) replayConf(e *raftpb.Entry) {
 // store holds, applies it to raft (a refused one as a no-op, as etcd does)
 // and returns the store's side of it.
 func (r *Replica) confUpdate(cc *raftpb.ConfChange, index uint64) (*mvcc.ConfUpdate, pending) {
-	p := pending{id: cc.GetId()}
+	p := pending{id: cc.GetId(), conf: true}
 	u := &mvcc.ConfUpdate{}
 	m, err := r.checkConf(cc)
 	if err != nil {

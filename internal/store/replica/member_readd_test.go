@@ -28,3 +28,22 @@ func TestAddAgainRightAfterRemove(t *testing.T) {
 		t.Fatalf("the re-added member got the removed id %x", m1.ID)
 	}
 }
+
+// TestConfChangesBackToBack proposes each conf change as soon as the one
+// before it is answered: raft drops a conf change proposed while it has not
+// yet seen the previous one applied, so a proposer answered before raft's
+// Advance timed out now and then (answerConfChanges).
+func TestConfChangesBackToBack(t *testing.T) {
+	ms := newTestCluster(t, 1)
+	waitLeader(t, ms)
+	ctx := context.Background()
+	for i := 0; i < 40; i++ {
+		m, err := ms[0].rep.AddMember(ctx, []string{freePeerURL(t)}, true)
+		if err != nil {
+			t.Fatalf("change %d, add learner: %v", 2*i, err)
+		}
+		if err := ms[0].rep.RemoveMember(ctx, m.ID); err != nil {
+			t.Fatalf("change %d, remove learner: %v", 2*i+1, err)
+		}
+	}
+}

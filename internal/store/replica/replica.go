@@ -62,6 +62,10 @@ type Replica struct {
 	// a snapshot is taken at delivered, never past it (maybeSnapshot).
 	delivered uint64
 	peers     map[types.ID]bool
+	// confAnswers are the results of the conf changes applied since the
+	// last Advance, answered to their proposers only after it (see
+	// answerConfChanges).
+	confAnswers []confAnswer
 
 	reqIDs    *idutil.Generator
 	waits     wait.Wait

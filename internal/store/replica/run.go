@@ -77,6 +77,7 @@ func (r *Replica) handleReady(rd raft.Ready) error {
 		return err
 	}
 	r.node.Advance()
+	r.answerConfChanges()
 	return nil
 }
 
