@@ -16,7 +16,7 @@ CACHE=${QK_CACHE:-$REPO/.cache}
 mkdir -p "$CACHE/bench/bin"
 CACHE=$(cd "$CACHE" && pwd)
 BENCH=$("$REPO/scripts/deps.sh" path etcd-benchmark)
-(cd "$REPO" && "$GO" build -o "$CACHE/bench/bin/qkstore-pprof" ./bench/cmd/qkstore-pprof &&
+(cd "$REPO" && CGO_ENABLED=${QK_BENCH_CGO:-0} "$GO" build -o "$CACHE/bench/bin/qkstore-pprof" ./bench/cmd/qkstore-pprof &&
   "$GO" build -o "$CACHE/bench/bin/qkprofile" ./bench/cmd/qkprofile)
 OUT=$CACHE/bench/profile
 rm -rf "$OUT" "$OUT.work"
