@@ -17,9 +17,9 @@
 //	goal = live + (live + stacks + globals − engine) × base / 100
 //
 // which Go computes from GOGC as live + (live + stacks + globals) × GOGC/100.
-// Go's own minimum headroom (4 MiB at GOGC=100) is kept, and GOGC is never
-// raised above the starting value: the pacer only ever takes back headroom
-// given to the engine's bytes.
+// The headroom is at least minHeadroom (16 MiB at GOGC=100), and GOGC is
+// never raised above the starting value: the pacer only ever takes back
+// headroom given to the engine's bytes.
 package gcpace
 
 import (
@@ -31,9 +31,16 @@ import (
 	"sync"
 )
 
-// minHeadroom is the least headroom at GOGC=100, as Go's own minimum heap
-// (runtime.heapMinimum, 4 MiB scaled by GOGC/100).
-const minHeadroom = 4 << 20
+// minHeadroom is the least headroom at GOGC=100 (scaled by GOGC/100 as
+// Go scales its own 4 MiB minimum heap). A cycle has a fixed cost (its
+// phases, the goroutines' stacks: 64 clients' worth of gRPC streams) that a
+// small collected heap does not pay back: with Go's 4 MiB, a store whose
+// own heap was ~8 MiB beside 32 MiB of pebble's memory ran a cycle every
+// few thousand single-key reads, and range@64 took 30 % more CPU a request
+// than unpaced (docs/benchmarks.md, 6 December 12:50). 16 MiB halves those
+// cycles and stays below the collected heap of a loaded store (~20 MiB at
+// 100,000 keys), where the pacing saves the most (ADR 013).
+const minHeadroom = 16 << 20
 
 // Heap is what one GC cycle found, from runtime/metrics.
 type Heap struct {
