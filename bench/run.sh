@@ -59,9 +59,9 @@ log "building quantykube and bench/cmd/qkbench"
 # says (with cgo pebble's memtables and block cache are C memory, without it Go heap: ADR 001, 013).
 # The tag drops kustomize's Go-plugin loader (kubectl's drain -> cli-runtime -> kustomize), which only a
 # cgo build links (34 MB of binary, 9 MiB of an idle store's RSS: ADR 001, "Memory"); kept for QK_BENCH_CGO=1.
-(cd "$REPO" && CGO_ENABLED=${QK_BENCH_CGO:-0} "$GO" build -trimpath -tags kustomize_disable_go_plugin_support -o "$BIN/quantykube" ./cmd/quantykube &&
+BENCH_CGO=${QK_BENCH_CGO:-0}
+(cd "$REPO" && CGO_ENABLED=$BENCH_CGO "$GO" build -trimpath -tags kustomize_disable_go_plugin_support -o "$BIN/quantykube" ./cmd/quantykube &&
   "$GO" build -o "$BIN/qkbench" ./bench/cmd/qkbench)
-CGO_NOTE="CGO_ENABLED=${QK_BENCH_CGO:-0}"
 
 REV=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [[ -n $(git -C "$REPO" status --porcelain -- cmd internal go.mod 2>/dev/null) ]]; then REV="$REV + uncommitted changes"; fi
@@ -92,6 +92,6 @@ log "work dir $WORK; report $OUT; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   --store "$BIN/quantykube" --etcd "${PEERS[0]}" --etcd-benchmark "${PEERS[1]}" --kine "${PEERS[2]}" \
   --kube-apiserver "${PEERS[3]}" --work "$WORK" --out "$OUT" --json "$WORK/results.json" \
   --analysis "$REPO/bench/analysis.md" \
-  --versions "quantykube=commit $REV, built with $("$GO" env GOVERSION), $CGO_NOTE -trimpath (the image: CGO_ENABLED=0)" \
+  --versions "quantykube=commit $REV, built with $("$GO" env GOVERSION), CGO_ENABLED=$BENCH_CGO -trimpath (the image: CGO_ENABLED=0)" \
   "${ARGS[@]}"
 log "done: report $OUT (unless --out overrode it); raw results $WORK/results.json"

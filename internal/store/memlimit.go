@@ -3,9 +3,6 @@ package store
 import (
 	"log/slog"
 	"runtime/debug"
-
-	"github.com/quantyroot/quantykube/internal/store/gcpace"
-	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
 // applyMemoryLimit sets Go's soft memory limit (--memory-limit-bytes) when
@@ -20,14 +17,4 @@ func applyMemoryLimit(limit int64, log *slog.Logger) {
 	}
 	prev := debug.SetMemoryLimit(limit)
 	log.Info("Go soft memory limit set", "bytes", limit, "was", prev)
-}
-
-// paceGC starts pacing Go's GC without the engine's memory
-// (--gc-exclude-engine-memory, package gcpace) and returns what stops it,
-// which must run before st closes; it may run more than once.
-func paceGC(cfg Config, st *mvcc.Store, log *slog.Logger) (stop func()) {
-	if !cfg.GCExcludeEngineMemory {
-		return func() {}
-	}
-	return gcpace.Start(st.EngineHeapBytes, log).Stop
 }
