@@ -32,6 +32,9 @@ type Config struct {
 	QuotaBackendBytes   int64
 	CacheBytes          int64
 	MemTableBytes       int64
+	// L0CompactionThreshold is when pebble compacts L0, in sublevels
+	// (--l0-compaction-threshold; 0: mvcc.DefaultL0CompactionThreshold).
+	L0CompactionThreshold int
 	// MemoryLimitBytes is Go's soft memory limit (0: GOMEMLIMIT or none).
 	MemoryLimitBytes int64
 	// GCExcludeEngineMemory paces Go's GC on the heap without pebble's
@@ -98,7 +101,7 @@ func (c *Config) Validate() error {
 	if c.MaxRequestBytes < 0 || c.MaxTxnOps < 0 {
 		return errors.New("--max-request-bytes and --max-txn-ops must not be negative")
 	}
-	if err := c.validateMemory(); err != nil {
+	if err := c.validateEngine(); err != nil {
 		return err
 	}
 	if !c.Clustered() {

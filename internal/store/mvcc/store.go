@@ -44,6 +44,9 @@ type Options struct {
 	// (DefaultMemTableSize if 0); pebble holds up to three (sizing.go). Each
 	// WAL file is preallocated to 110 % of it.
 	MemTableSize int64
+	// L0CompactionThreshold is the number of L0 sublevels at which pebble
+	// compacts L0 (DefaultL0CompactionThreshold if 0; levels.go).
+	L0CompactionThreshold int
 	// MinLeaseTTL is the smallest TTL a granted lease gets, in seconds (etcd: 2).
 	MinLeaseTTL int64
 	// Logger receives the store's structured logs.
@@ -71,6 +74,10 @@ func (o *Options) withDefaults() {
 	if o.MemTableSize <= 0 {
 		o.MemTableSize = DefaultMemTableSize
 	}
+	if o.L0CompactionThreshold <= 0 {
+		o.L0CompactionThreshold = DefaultL0CompactionThreshold
+	}
+	o.L0CompactionThreshold = min(o.L0CompactionThreshold, MaxL0CompactionThreshold)
 	if o.MinLeaseTTL <= 0 {
 		o.MinLeaseTTL = 2
 	}
@@ -156,6 +163,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	defer pebbleMemoryOptions(popts, opts).Unref()
 	pebbleTableOptions(popts)
+	pebbleLevelOptions(popts, opts)
 	db, err := pebble.Open(dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("open data dir %s: %w (if the dir is damaged, restore it from a backup or move it away and re-import)", dir, err)

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestMemoryFlagsAreValidatedAndReachTheEngine(t *testing.T) {
+func TestEngineFlagsAreValidatedAndReachTheEngine(t *testing.T) {
 	base := func() Config {
 		return Config{DataDir: t.TempDir(), ListenClientURLs: []string{"http://127.0.0.1:0"}}
 	}
@@ -20,6 +20,9 @@ func TestMemoryFlagsAreValidatedAndReachTheEngine(t *testing.T) {
 		{"tiny cache", func(c *Config) { c.CacheBytes = 4096 }, "--cache-bytes 4096 is below 1 MiB"},
 		{"tiny memtable", func(c *Config) { c.MemTableBytes = 1 }, "--memtable-bytes 1 is out of range"},
 		{"huge memtable", func(c *Config) { c.MemTableBytes = 4 << 30 }, "--memtable-bytes 4294967296 is out of range"},
+		{"l0 threshold", func(c *Config) { c.L0CompactionThreshold = 4 }, ""},
+		{"l0 threshold too low", func(c *Config) { c.L0CompactionThreshold = 1 }, "--l0-compaction-threshold 1 is out of range"},
+		{"l0 threshold too high", func(c *Config) { c.L0CompactionThreshold = 65 }, "--l0-compaction-threshold 65 is out of range"},
 		{"negative limit", func(c *Config) { c.MemoryLimitBytes = -1 }, "--memory-limit-bytes -1 is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -31,8 +34,8 @@ func TestMemoryFlagsAreValidatedAndReachTheEngine(t *testing.T) {
 					t.Fatalf("Validate: %v", err)
 				}
 				o := c.storeOptions(slog.Default())
-				if o.CacheSize != c.CacheBytes || o.MemTableSize != c.MemTableBytes {
-					t.Fatalf("options cache %d memtable %d, flags %d %d", o.CacheSize, o.MemTableSize, c.CacheBytes, c.MemTableBytes)
+				if o.CacheSize != c.CacheBytes || o.MemTableSize != c.MemTableBytes || o.L0CompactionThreshold != c.L0CompactionThreshold {
+					t.Fatalf("options cache %d memtable %d l0 %d, flags %d %d %d", o.CacheSize, o.MemTableSize, o.L0CompactionThreshold, c.CacheBytes, c.MemTableBytes, c.L0CompactionThreshold)
 				}
 				return
 			}
