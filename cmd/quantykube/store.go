@@ -59,7 +59,7 @@ with etcd's raft (WAL, snapshots and peer transport are etcd's).`,
 	f.IntVar(&cfg.L0CompactionThreshold, "l0-compaction-threshold", mvcc.DefaultL0CompactionThreshold, "L0 sublevels at which pebble compacts L0 into the base level: higher rewrites a key's older versions less often (less write CPU), lower keeps reads consulting fewer files (pebble's default: 4; ADR 014)")
 	f.Int64Var(&cfg.MemoryLimitBytes, "memory-limit-bytes", 0, "Go's soft memory limit in bytes (0: GOMEMLIMIT or none); without cgo it covers pebble's memtables and cache too")
 	f.BoolVar(&cfg.GCExcludeEngineMemory, "gc-exclude-engine-memory", true, "pace Go's GC on the heap without pebble's memtables and block cache, which are Go heap in a build without cgo (as shipped) and are freed by pebble, not collected; false: GOGC applies to them too (ADR 013)")
-	f.BoolVar(&cfg.RangeReadAhead, "range-read-ahead", false, "read the next page of a paginated range (a limit, the first page's revision) while the client decodes the current one: lists ~20 % faster, at the cost of CPU the writers get otherwise (ADR 012)")
+	f.BoolVar(&cfg.RangeReadAhead, "range-read-ahead", true, "read the next page of a paginated range (a limit, the first page's revision) while the client decodes the current one, when no write arrived in the last 10 ms: paged lists faster, writers first (ADR 012)")
 	f.BoolVar(&cfg.EnablePprof, "enable-pprof", false, "serve Go's profiler under /debug/pprof on the metrics URLs")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	// Clustering, with etcd's names and meanings. Without --listen-peer-urls

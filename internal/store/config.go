@@ -42,7 +42,8 @@ type Config struct {
 	// (--gc-exclude-engine-memory; on by default, ADR 013).
 	GCExcludeEngineMemory bool
 	// RangeReadAhead reads the next page of a paginated range ahead of its
-	// request (--range-read-ahead; off by default, ADR 012).
+	// request while writes are quiet (--range-read-ahead; on by default
+	// since writes gate it, ADR 012).
 	RangeReadAhead bool
 	// EnablePprof serves /debug/pprof on the metrics listeners (etcd's --enable-pprof).
 	EnablePprof bool

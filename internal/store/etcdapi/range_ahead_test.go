@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
 // pageBytes marshals a reply and returns its bytes without the header (the
@@ -26,12 +29,20 @@ func pageBytes(t *testing.T, reply *rangeReply) []byte {
 	return bufs.Materialize()
 }
 
+// readAheadAlways reads pages ahead whatever the writes for the rest of the
+// test (the tests below write right before they list).
+func readAheadAlways(t *testing.T) {
+	t.Cleanup(func(d time.Duration) func() { return func() { aheadQuiet = d } }(aheadQuiet))
+	aheadQuiet = 0
+}
+
 // TestPagedListWithReadAheadMatchesReads lists the key space page by page
 // as kube-apiserver does (the first page's revision, the key after the
 // last), with writes between the pages: every page after the first is
 // answered from the page read ahead, and equals a read of that page made
 // without it.
 func TestPagedListWithReadAheadMatchesReads(t *testing.T) {
+	readAheadAlways(t)
 	plain, st, _ := replyStore(t)
 	s := New(st, Config{Name: "test", RangeReadAhead: true})
 	defer s.Stop()
@@ -83,6 +94,7 @@ func TestPagedListWithReadAheadMatchesReads(t *testing.T) {
 // TestPageReadAheadNotServedPastCompaction: a page read ahead at a revision
 // compacted since does not answer; the read reports the compaction.
 func TestPageReadAheadNotServedPastCompaction(t *testing.T) {
+	readAheadAlways(t)
 	_, st, _ := replyStore(t)
 	s := New(st, Config{Name: "test", RangeReadAhead: true})
 	defer s.Stop()
@@ -115,6 +127,7 @@ func TestPageReadAheadNotServedPastCompaction(t *testing.T) {
 // no page is read after it; a request shaped otherwise (another limit, a
 // sort, count only) is not answered from a page read ahead.
 func TestPageReadAheadIsBoundedAndExpires(t *testing.T) {
+	readAheadAlways(t)
 	_, st, _ := replyStore(t)
 	s := New(st, Config{Name: "test", RangeReadAhead: true})
 	ctx := context.Background()
@@ -172,5 +185,46 @@ func TestPageReadAheadIsBoundedAndExpires(t *testing.T) {
 	}
 	if !s.ahead.idle() {
 		t.Fatal("a page was read ahead after Stop")
+	}
+}
+
+// TestPageReadAheadWaitsForQuietWrites: no page is read ahead while writes
+// arrive (one within aheadQuiet); once they are quiet, the next page is.
+func TestPageReadAheadWaitsForQuietWrites(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	st, err := mvcc.Open(t.TempDir(), mvcc.Options{NoSync: true, Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	for i := 0; i < 30; i++ {
+		if _, err := st.Put(ctx, &pb.PutRequest{Key: []byte(fmt.Sprintf("k/%03d", i)), Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := New(st, Config{Name: "test", RangeReadAhead: true})
+	defer s.Stop()
+	first, err := s.rangeReply(ctx, &pb.RangeRequest{Key: []byte("k/"), RangeEnd: []byte("k0"), Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.ahead.idle() {
+		t.Fatal("a page was read ahead right after a write")
+	}
+	mu.Lock()
+	now = now.Add(aheadQuiet)
+	mu.Unlock()
+	next := &pb.RangeRequest{Key: append(bytes.Clone(first.kvs.last), 0), RangeEnd: []byte("k0"), Limit: 10, Revision: first.head.Header.Revision}
+	if _, err := s.rangeReply(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if s.ahead.idle() {
+		t.Fatalf("no page read ahead %v after the last write", aheadQuiet)
+	}
+	if served, _ := s.ReadAheadPages(); served != 0 {
+		t.Fatalf("%d pages answered from read-ahead; want 0 (none was read while writes arrived)", served)
 	}
 }

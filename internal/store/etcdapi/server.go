@@ -49,7 +49,7 @@ type Config struct {
 	// Logger receives the server's structured logs (default slog.Default()).
 	Logger *slog.Logger
 	// RangeReadAhead reads the next page of a paginated range while the
-	// client decodes the current one (range_ahead.go).
+	// client decodes the current one, when writes are quiet (range_ahead.go).
 	RangeReadAhead bool
 }
 

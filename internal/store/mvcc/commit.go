@@ -24,6 +24,7 @@ type writeRequest struct {
 // ApplyEntries), or evaluated by the local committer otherwise. Both paths
 // evaluate it with writeTxn.applyRequest, so their semantics are identical.
 func (s *Store) submit(ctx context.Context, req *pb.InternalRaftRequest) (any, error) {
+	s.noteWrite()
 	if p := s.proposer.Load(); p != nil {
 		return (*p).Propose(ctx, req)
 	}

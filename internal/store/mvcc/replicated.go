@@ -186,6 +186,7 @@ func appliedValue(at AppliedIndex) []byte {
 // Replicated. It returns one result per entry; an error means the engine
 // failed and the member must stop.
 func (s *Store) ApplyEntries(ents []Entry) ([]Result, error) {
+	s.noteWrite()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	if errp := s.failed.Load(); errp != nil {

@@ -112,6 +112,10 @@ type Store struct {
 	// window in which pebble already shows the batch to new snapshots.
 	afterBatchCommit func()
 
+	// lastWrite is when the latest write arrived, in Unix nanoseconds
+	// (activity.go).
+	lastWrite atomic.Int64
+
 	queue   chan *writeRequest
 	stopc   chan struct{}
 	donec   chan struct{}
