@@ -32,7 +32,8 @@ func pageBytes(t *testing.T, reply *rangeReply) []byte {
 // readAheadAlways reads pages ahead whatever the writes for the rest of the
 // test (the tests below write right before they list).
 func readAheadAlways(t *testing.T) {
-	t.Cleanup(func(d time.Duration) func() { return func() { aheadQuiet = d } }(aheadQuiet))
+	old := aheadQuiet
+	t.Cleanup(func() { aheadQuiet = old })
 	aheadQuiet = 0
 }
 
