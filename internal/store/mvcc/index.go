@@ -45,21 +45,37 @@ const indexDegree = 32
 //     bulk paths (Importer, HistoryImporter, RestoreState, Open) rebuild it
 //     from pebble once their data is committed. Only the one writer of the
 //     moment touches it, under mu.
-//   - The published view equals pebble's live entries at exactly view.rev:
-//     the writer publishes it after the batch is durable and visible and
-//     before it publishes that revision in Store.rev (commitGroup). A batch
-//     that fails to commit fails the store, so the working tree being ahead
-//     of pebble is never observed.
+//   - rev is the last revision the writer published, after the batch holding
+//     it was durable and visible and before it published that revision in
+//     Store.rev (commitGroup); while dirty is false the working tree equals
+//     pebble's live entries at exactly rev. A batch that fails to commit
+//     fails the store, so the working tree being ahead of pebble is never
+//     observed.
+//   - The published view, when there is one, is the tree at rev: a view is
+//     immutable, and publishing replaces it or clears it in the same step
+//     that moves rev.
 //
-// Readers rely on the published view only when its revision is the one
-// their pebble snapshot holds (viewAt); otherwise they read pebble. The
-// writer relies on the working tree instead of reading pebble to evaluate a
-// put or a compare. Nothing on disk changes: the index is derived.
+// A view costs the writer: every later change of the working tree copies
+// the B-tree nodes it shares with the view (about 1 KiB a put on 100,000
+// keys). So a view is made only for readers: publish clones the tree when a
+// reader used a view since the last publish, and otherwise clears the view;
+// the first reader after that clones it itself if the working tree is still
+// at rev (viewAt, latest), or reads pebble and asks the next publish for
+// one. A load of writes alone (put@64) then copies no nodes at all.
+//
+// Readers rely on a view only when its revision is the one their pebble
+// snapshot holds (viewAt); otherwise they read pebble. The writer relies on
+// the working tree instead of reading pebble to evaluate a put or a
+// compare. Nothing on disk changes: the index is derived.
 type liveIndex struct {
-	mu    sync.Mutex
-	tree  *btree.BTreeG[*keyMeta]
-	dirty bool // tree changed since the last publish
-	view  atomic.Pointer[indexView]
+	mu        sync.Mutex
+	tree      *btree.BTreeG[*keyMeta]
+	rev       int64 // the last published revision
+	published bool  // rev was set (by Open's rebuild, before any reader)
+	dirty     bool  // tree changed since rev was published
+	view      atomic.Pointer[indexView]
+	// read says a reader used or asked for a view since the last publish.
+	read atomic.Bool
 }
 
 // indexView is an immutable snapshot of the index at one revision; any
@@ -115,36 +131,82 @@ func (x *liveIndex) working(rev int64) *indexView {
 	return &indexView{rev: rev, tree: x.tree}
 }
 
-// publish makes the working tree the view at rev. Called by the writer once
-// the batch holding rev is committed, before rev is published.
+// publish records that the working tree is pebble's live keys at rev.
+// Called by the writer once the batch holding rev is committed, before rev
+// is published. It makes the view at rev when a reader used one since the
+// last publish (or keeps the view, the tree unchanged), and clears it
+// otherwise.
 func (x *liveIndex) publish(rev int64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	read := x.read.Swap(false)
 	old := x.view.Load()
-	if old != nil && !x.dirty {
+	switch {
+	case old != nil && !x.dirty:
 		if old.rev != rev {
 			x.view.Store(&indexView{rev: rev, tree: old.tree})
 		}
-		return
+	case read:
+		x.view.Store(&indexView{rev: rev, tree: x.tree.Clone()})
+	default:
+		x.view.Store(nil)
 	}
-	x.view.Store(&indexView{rev: rev, tree: x.tree.Clone()})
-	x.dirty = false
+	x.rev, x.published, x.dirty = rev, true, false
 }
 
-// len is the number of keys in the published view (0 before the first).
+// noteRead records that a reader wants views.
+func (x *liveIndex) noteRead() {
+	if !x.read.Load() {
+		x.read.Store(true)
+	}
+}
+
+// len is the number of keys in the working tree.
 func (x *liveIndex) len() int {
-	if v := x.view.Load(); v != nil {
-		return v.tree.Len()
-	}
-	return 0
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.tree.Len()
 }
 
-// viewAt returns the published view if it is at rev, else nil.
+// viewAt returns the view at rev, or nil if there is none at rev.
 func (x *liveIndex) viewAt(rev int64) *indexView {
-	if v := x.view.Load(); v != nil && v.rev == rev {
+	x.noteRead()
+	if v := x.view.Load(); v != nil {
+		if v.rev == rev {
+			return v
+		}
+		return nil
+	}
+	if v := x.catchUp(); v != nil && v.rev == rev {
 		return v
 	}
 	return nil
+}
+
+// latest returns the view at the last published revision, or nil if the
+// writer has changed the working tree since and no view was made.
+func (x *liveIndex) latest() *indexView {
+	x.noteRead()
+	if v := x.view.Load(); v != nil {
+		return v
+	}
+	return x.catchUp()
+}
+
+// catchUp makes the view that publish left to the first reader: the
+// working tree at rev, if the writer has not changed it since.
+func (x *liveIndex) catchUp() *indexView {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if v := x.view.Load(); v != nil {
+		return v
+	}
+	if !x.published || x.dirty {
+		return nil
+	}
+	v := &indexView{rev: x.rev, tree: x.tree.Clone()}
+	x.view.Store(v)
+	return v
 }
 
 // rebuild replaces the index with the live entries of r (which must be at

@@ -24,7 +24,7 @@ func checkIndex(t *testing.T, s *Store) {
 	defer snap.Close()
 	v := s.idx.viewAt(rev)
 	if v == nil {
-		t.Fatalf("no index view at revision %d (published: %d)", rev, s.idx.view.Load().rev)
+		t.Fatalf("no index view at revision %d (published: %d, changed since: %v)", rev, s.idx.rev, s.idx.dirty)
 	}
 	var want []*keyMeta
 	err = scanLive(snap, nil, []byte{0}, []byte{0}, false, func(e *entry) error {

@@ -94,7 +94,7 @@ func (s *Store) rangeLatest(req *pb.RangeRequest, sink KVSink) (*pb.RangeRespons
 	if req.Revision != 0 || s.restoring.Load() {
 		return nil, false, nil
 	}
-	iv := s.idx.view.Load()
+	iv := s.idx.latest()
 	if iv == nil {
 		return nil, false, nil
 	}
