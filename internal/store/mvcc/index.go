@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/btree"
@@ -76,6 +77,8 @@ type liveIndex struct {
 	view      atomic.Pointer[indexView]
 	// read says a reader used or asked for a view since the last publish.
 	read atomic.Bool
+	// probe is the writer's search key (get), under mu.
+	probe keyMeta
 }
 
 // indexView is an immutable snapshot of the index at one revision; any
@@ -98,11 +101,15 @@ func newLiveIndex() *liveIndex {
 	return &liveIndex{tree: btree.NewG(indexDegree, lessMeta)}
 }
 
-// get returns the working tree's entry of key, or nil.
+// get returns the working tree's entry of key, or nil. It looks key up
+// with the writer's probe, which aliases key for the call alone: nothing is
+// allocated per lookup.
 func (x *liveIndex) get(key []byte) *keyMeta {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	m, _ := x.tree.Get(&keyMeta{key: string(key)})
+	x.probe.key = unsafe.String(unsafe.SliceData(key), len(key))
+	m, _ := x.tree.Get(&x.probe)
+	x.probe.key = ""
 	return m
 }
 
