@@ -179,8 +179,15 @@ func (w *writeTxn) liveRange(key, end []byte) ([]*mvccpb.KeyValue, error) {
 
 // liveMetas returns the live keys of [key, end) with their metadata and
 // without values, from the index alone (compares of revisions, version and
-// lease).
+// lease). One key (end empty, a transaction's usual compare) is looked up
+// with the writer's probe: no view or search key allocated.
 func (w *writeTxn) liveMetas(key, end []byte) []*mvccpb.KeyValue {
+	if len(end) == 0 {
+		if kv := w.liveMeta(key); kv != nil {
+			return []*mvccpb.KeyValue{kv}
+		}
+		return nil
+	}
 	var kvs []*mvccpb.KeyValue
 	w.s.idx.working(w.rev).ascend(key, end, func(m *keyMeta) bool {
 		kvs = append(kvs, m.kv())
