@@ -174,7 +174,7 @@ func (s *Store) commitGroup(g *group, reqs []*writeRequest) {
 		// The batch is durable and visible: publish the index at its
 		// revision, then the revision, then its events (watchers never see a
 		// revision a reader could not read).
-		s.idx.publish(w.rev)
+		s.idx.publish(w.rev, s.opts.Now())
 		s.rev.Store(w.rev)
 		s.endCommit()
 		s.hub.notify(w.rev, g.events)

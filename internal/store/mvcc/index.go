@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -58,11 +59,12 @@ const indexDegree = 32
 //
 // A view costs the writer: every later change of the working tree copies
 // the B-tree nodes it shares with the view (about 1 KiB a put on 100,000
-// keys). So a view is made only for readers: publish clones the tree when a
-// reader used a view since the last publish, and otherwise clears the view;
-// the first reader after that clones it itself if the working tree is still
-// at rev (viewAt, latest), or reads pebble and asks the next publish for
-// one. A load of writes alone (put@64) then copies no nodes at all.
+// keys). So a view is made for readers only: publish clones the tree while
+// readers are about (one used or asked for a view within readersRecentFor),
+// and otherwise clears the view; the first reader after that clones it
+// itself if the working tree is still at rev (viewAt, latest), or reads
+// pebble, and the publishes after it make views again. A load of writes
+// alone (put@64) copies no nodes at all.
 //
 // Readers rely on a view only when its revision is the one their pebble
 // snapshot holds (viewAt); otherwise they read pebble. The writer relies on
@@ -75,8 +77,10 @@ type liveIndex struct {
 	published bool  // rev was set (by Open's rebuild, before any reader)
 	dirty     bool  // tree changed since rev was published
 	view      atomic.Pointer[indexView]
-	// read says a reader used or asked for a view since the last publish.
-	read atomic.Bool
+	// read says a reader used or asked for a view since the last publish;
+	// lastRead is when a publish last found it set.
+	read     atomic.Bool
+	lastRead time.Time
 	// probe is the writer's search key (get), under mu.
 	probe keyMeta
 }
@@ -138,22 +142,29 @@ func (x *liveIndex) working(rev int64) *indexView {
 	return &indexView{rev: rev, tree: x.tree}
 }
 
-// publish records that the working tree is pebble's live keys at rev.
-// Called by the writer once the batch holding rev is committed, before rev
-// is published. It makes the view at rev when a reader used one since the
-// last publish (or keeps the view, the tree unchanged), and clears it
-// otherwise.
-func (x *liveIndex) publish(rev int64) {
+// readersRecentFor is how long after a reader last used a view the writer
+// keeps making one at every publish: a paginated LIST or a stream of reads
+// beside the writes finds a view at every page, and a store only written to
+// stops making them within a second.
+const readersRecentFor = time.Second
+
+// publish records that the working tree is pebble's live keys at rev, at
+// time now. Called by the writer once the batch holding rev is committed,
+// before rev is published. It keeps the view if the tree is unchanged,
+// makes a view at rev while readers are about, and clears it otherwise.
+func (x *liveIndex) publish(rev int64, now time.Time) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	read := x.read.Swap(false)
+	if x.read.Swap(false) {
+		x.lastRead = now
+	}
 	old := x.view.Load()
 	switch {
 	case old != nil && !x.dirty:
 		if old.rev != rev {
 			x.view.Store(&indexView{rev: rev, tree: old.tree})
 		}
-	case read:
+	case !x.lastRead.IsZero() && now.Sub(x.lastRead) < readersRecentFor:
 		x.view.Store(&indexView{rev: rev, tree: x.tree.Clone()})
 	default:
 		x.view.Store(nil)
@@ -229,10 +240,10 @@ func (x *liveIndex) rebuild(r pebble.Reader, rev int64) error {
 		return fmt.Errorf("build live key index: %w", err)
 	}
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	x.tree = t
-	x.dirty = true
-	x.mu.Unlock()
-	x.publish(rev)
+	x.view.Store(&indexView{rev: rev, tree: t.Clone()})
+	x.rev, x.published, x.dirty = rev, true, false
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -167,7 +168,7 @@ func TestIndexMemoryPerKey(t *testing.T) {
 	for i := 0; i < n; i++ {
 		x.set(&keyMeta{key: fmt.Sprintf("/registry/configmaps/default/cm-%08d", i), create: int64(i), mod: int64(i), version: 1})
 	}
-	x.publish(n)
+	x.publish(n, time.Time{})
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	perKey := float64(after.HeapAlloc-before.HeapAlloc) / n
