@@ -145,6 +145,13 @@ results=${results:-$CACHE/k8s-storage/results/$(date -u +%Y%m%dT%H%M%SZ)-$suffix
 mkdir -p "$results"
 log "results -> $results ($members member(s) per test)"
 args=(-test.count 1 -test.v=test2json -test.timeout "$timeout")
+# Upstream flakes that never reach a store: skipped, because a panic in one ends its whole package's run.
+# TestWatchNotHangingOnStartupFailure runs a cacher on cachertesting.MockStorage (no server at all); when
+# the cacher turns ready between the mock's list and its failing watch, Cacher.Watch dereferences the
+# test's nil predicate field (cacher.go:540) and the panic ended pkg/storage/cacher after 970 of its
+# results (CI, 6 December 19:58, on a loaded machine). Upstream: kubernetes/kubernetes#131541, #131575.
+UPSTREAM_FLAKES='^TestWatchNotHangingOnStartupFailure$'
+args+=(-test.skip "$UPSTREAM_FLAKES")
 [[ -n $run_re ]] && args+=(-test.run "$run_re")
 if [[ -n $bench_re ]]; then
   args+=(-test.bench "$bench_re" -test.benchmem)
