@@ -29,14 +29,11 @@ func (s *Store) SetProposer(p Proposer) { s.proposer.Store(&p) }
 func (w *writeTxn) applyRequest(r *pb.InternalRaftRequest) (any, error) {
 	switch {
 	case r.Put != nil:
-		if err := w.checkPut(r.Put); err != nil {
-			return nil, err
-		}
-		return w.applyPut(r.Put)
+		return w.applyKV(kvRequest{put: r.Put})
 	case r.DeleteRange != nil:
-		return w.applyDelete(r.DeleteRange)
+		return w.applyKV(kvRequest{del: r.DeleteRange})
 	case r.Txn != nil:
-		return w.applyWriteTxn(r.Txn)
+		return w.applyKV(kvRequest{txn: r.Txn})
 	case r.Compaction != nil:
 		return w.applyCompaction(r.Compaction)
 	case r.LeaseGrant != nil:
@@ -54,6 +51,23 @@ func (w *writeTxn) applyRequest(r *pb.InternalRaftRequest) (any, error) {
 		return nil, nil
 	case r.ClusterMemberAttrSet != nil:
 		return nil, w.setMemberAttrs(r.ClusterMemberAttrSet)
+	}
+	return nil, ErrUnknownRequest
+}
+
+// applyKV evaluates a put, a delete or a transaction, for applyRequest and
+// for the committer's kvRequests alike.
+func (w *writeTxn) applyKV(r kvRequest) (any, error) {
+	switch {
+	case r.put != nil:
+		if err := w.checkPut(r.put); err != nil {
+			return nil, err
+		}
+		return w.applyPut(r.put)
+	case r.del != nil:
+		return w.applyDelete(r.del)
+	case r.txn != nil:
+		return w.applyWriteTxn(r.txn)
 	}
 	return nil, ErrUnknownRequest
 }

@@ -13,35 +13,76 @@ import (
 // that can fail before it writes, because a batch cannot be rolled back
 // partially.
 type writeRequest struct {
+	// apply evaluates the request; when nil, kv is the request.
 	apply func(w *writeTxn) (any, error)
+	kv    kvRequest
 	resp  any
 	err   error
 	done  chan struct{}
 }
 
+// kvRequest is a put, a delete or a transaction: exactly one field is set.
+// The committer takes these as they are, with no InternalRaftRequest (296
+// bytes) and no closure made for each: a write's garbage is what paces the
+// GC (ADR 013).
+type kvRequest struct {
+	put *pb.PutRequest
+	del *pb.DeleteRangeRequest
+	txn *pb.TxnRequest
+}
+
+// raft is r as the replication layer carries it.
+func (r kvRequest) raft() *pb.InternalRaftRequest {
+	return &pb.InternalRaftRequest{Put: r.put, DeleteRange: r.del, Txn: r.txn}
+}
+
+// run evaluates the request against w.
+func (req *writeRequest) run(w *writeTxn) (any, error) {
+	if req.apply != nil {
+		return req.apply(w)
+	}
+	return w.applyKV(req.kv)
+}
+
 // submit runs one write request: proposed through the replication layer when
 // the store is a replicated member (every member applies it with
 // ApplyEntries), or evaluated by the local committer otherwise. Both paths
-// evaluate it with writeTxn.applyRequest, so their semantics are identical.
+// evaluate it with writeTxn.applyRequest (submitKV's requests with applyKV,
+// which applyRequest uses for them), so their semantics are identical.
 func (s *Store) submit(ctx context.Context, req *pb.InternalRaftRequest) (any, error) {
 	s.noteWrite()
 	if p := s.proposer.Load(); p != nil {
 		return (*p).Propose(ctx, req)
 	}
-	return s.write(ctx, func(w *writeTxn) (any, error) { return w.applyRequest(req) })
+	return s.enqueue(ctx, &writeRequest{apply: func(w *writeTxn) (any, error) { return w.applyRequest(req) }, done: make(chan struct{})})
+}
+
+// submitKV is submit for a put, a delete or a transaction; the committer
+// evaluates it with writeTxn.applyKV, which applyRequest uses for the same
+// requests.
+func (s *Store) submitKV(ctx context.Context, kv kvRequest) (any, error) {
+	s.noteWrite()
+	if p := s.proposer.Load(); p != nil {
+		return (*p).Propose(ctx, kv.raft())
+	}
+	return s.enqueue(ctx, &writeRequest{kv: kv, done: make(chan struct{})})
 }
 
 // write hands fn to the committer and waits until its group is durable.
 // Only a single (unreplicated) store has a committer: a replicated member
 // refuses local-only writes (imports) with ErrReplicated.
 func (s *Store) write(ctx context.Context, fn func(w *writeTxn) (any, error)) (any, error) {
+	return s.enqueue(ctx, &writeRequest{apply: fn, done: make(chan struct{})})
+}
+
+// enqueue is write for a request made already.
+func (s *Store) enqueue(ctx context.Context, req *writeRequest) (any, error) {
 	if s.opts.Replicated {
 		return nil, ErrReplicated
 	}
 	if errp := s.failed.Load(); errp != nil {
 		return nil, *errp
 	}
-	req := &writeRequest{apply: fn, done: make(chan struct{})}
 	select {
 	case s.queue <- req:
 	case <-s.stopc:
@@ -135,7 +176,7 @@ func (g *group) apply(req *writeRequest) {
 		return
 	}
 	g.w.begin()
-	req.resp, req.err = req.apply(g.w)
+	req.resp, req.err = req.run(g.w)
 	if g.w.changes > 0 {
 		g.events = append(g.events, g.w.events...)
 	}

@@ -13,7 +13,7 @@ import (
 // ignore_lease need the key to exist, a lease must exist, prev_kv returns the
 // previous value). It raises the revision by one.
 func (s *Store) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, error) {
-	resp, err := s.submit(ctx, &pb.InternalRaftRequest{Put: req})
+	resp, err := s.submitKV(ctx, kvRequest{put: req})
 	if err != nil {
 		return nil, err
 	}
@@ -23,7 +23,7 @@ func (s *Store) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, e
 // DeleteRange deletes the keys of a range. The revision rises by one if at
 // least one key was deleted, and not at all otherwise.
 func (s *Store) DeleteRange(ctx context.Context, req *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
-	resp, err := s.submit(ctx, &pb.InternalRaftRequest{DeleteRange: req})
+	resp, err := s.submitKV(ctx, kvRequest{del: req})
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (s *Store) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, e
 		resp.Header = &pb.ResponseHeader{Revision: rev}
 		return resp, nil
 	}
-	resp, err := s.submit(ctx, &pb.InternalRaftRequest{Txn: req})
+	resp, err := s.submitKV(ctx, kvRequest{txn: req})
 	if err != nil {
 		return nil, err
 	}
