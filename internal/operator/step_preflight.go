@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -55,22 +57,45 @@ func (r *Reconciler) nowhereToGo(ctx context.Context, node string) (string, erro
 	if err := r.APIReader.List(ctx, &nodes); err != nil {
 		return "", fmt.Errorf("list nodes: %w", err)
 	}
+	var why []string
 	for i := range nodes.Items {
-		if n := &nodes.Items[i]; n.Name != node && canRun(&self, n) {
+		n := &nodes.Items[i]
+		if n.Name == node {
+			continue
+		}
+		reason := whyNotRun(&self, n)
+		if reason == "" {
 			return "", nil // the drain evicts the operator; it goes on from there
 		}
+		why = append(why, n.Name+": "+reason)
 	}
-	return fmt.Sprintf("the operator runs on %s, the node to drain, and no other node can take it (every other node is cordoned, NotReady, tainted against it or outside its node selector); make room on another node (its Deployment tolerates the control plane's taint), then change the spec to retry", node), nil
+	return fmt.Sprintf("the operator runs on %s, the node to drain, and no other node can take it (%s); make room on another node (its Deployment tolerates the control plane's taint), then change the spec to retry", node, otherNodes(why)), nil
+}
+
+// otherNodes lists why each other node cannot take the operator, for the
+// refusal: the state of the moment, which the refusal is the only record of.
+func otherNodes(why []string) string {
+	if len(why) == 0 {
+		return "there is no other node"
+	}
+	return strings.Join(why, "; ")
 }
 
 // canRun reports whether the scheduler could place pod on n, as far as
 // readiness, cordon, node selector and taints go.
-func canRun(pod *corev1.Pod, n *corev1.Node) bool {
-	if n.Spec.Unschedulable || !nodeReady(n) {
-		return false
-	}
-	if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(n.Labels)) {
-		return false
+func canRun(pod *corev1.Pod, n *corev1.Node) bool { return whyNotRun(pod, n) == "" }
+
+// whyNotRun says why the scheduler could not place pod on n ("" if it
+// could): cordoned, not Ready, outside the node selector, or a taint the
+// pod does not tolerate.
+func whyNotRun(pod *corev1.Pod, n *corev1.Node) string {
+	switch {
+	case n.Spec.Unschedulable:
+		return "cordoned"
+	case !nodeReady(n):
+		return notReady(n)
+	case !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(n.Labels)):
+		return "outside its node selector"
 	}
 	for i := range n.Spec.Taints {
 		t := &n.Spec.Taints[i]
@@ -85,8 +110,19 @@ func canRun(pod *corev1.Pod, n *corev1.Node) bool {
 			}
 		}
 		if !tolerated {
-			return false
+			return "taint " + t.ToString() + " not tolerated"
 		}
 	}
-	return true
+	return ""
+}
+
+// notReady describes a node that is not Ready: its Ready condition's
+// status, since when and why, as the node controller or the kubelet set it.
+func notReady(n *corev1.Node) string {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return fmt.Sprintf("Ready %s since %s (%s)", c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339), c.Reason)
+		}
+	}
+	return "no Ready condition"
 }

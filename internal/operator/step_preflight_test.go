@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,11 @@ func TestCanRun(t *testing.T) {
 		if got := canRun(pod, &tc.node); got != tc.want {
 			t.Errorf("%s: canRun %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	lost := corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
+		Reason: "NodeStatusUnknown", LastTransitionTime: metav1.Date(2026, 12, 6, 21, 7, 2, 0, time.UTC)}}}}
+	if got, want := whyNotRun(pod, &lost), "Ready Unknown since 2026-12-06T21:07:02Z (NodeStatusUnknown)"; got != want {
+		t.Errorf("whyNotRun of a lost node = %q, want %q", got, want)
 	}
 	pod.Spec.NodeSelector = map[string]string{"disk": "ssd"}
 	if canRun(pod, &corev1.Node{Status: ready}) {
@@ -56,8 +62,8 @@ func TestNowhereToGoReadsNodesLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(why, "the operator runs on w1") {
-		t.Errorf("nowhereToGo = %q; want a refusal (the only other node is cordoned on the API server)", why)
+	if !strings.Contains(why, "the operator runs on w1") || !strings.Contains(why, "cp1: cordoned") {
+		t.Errorf("nowhereToGo = %q; want a refusal naming cp1 as cordoned (the only other node, cordoned on the API server)", why)
 	}
 	n, err := r.getNode(context.Background(), "cp1")
 	if err != nil {
