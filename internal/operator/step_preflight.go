@@ -81,10 +81,6 @@ func otherNodes(why []string) string {
 	return strings.Join(why, "; ")
 }
 
-// canRun reports whether the scheduler could place pod on n, as far as
-// readiness, cordon, node selector and taints go.
-func canRun(pod *corev1.Pod, n *corev1.Node) bool { return whyNotRun(pod, n) == "" }
-
 // whyNotRun says why the scheduler could not place pod on n ("" if it
 // could): cordoned, not Ready, outside the node selector, or a taint the
 // pod does not tolerate.

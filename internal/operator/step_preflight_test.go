@@ -27,8 +27,8 @@ func TestCanRun(t *testing.T) {
 		{"other taint", corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}}, Status: ready}, false},
 		{"prefer-no-schedule ignored", corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectPreferNoSchedule}}}, Status: ready}, true},
 	} {
-		if got := canRun(pod, &tc.node); got != tc.want {
-			t.Errorf("%s: canRun %v, want %v", tc.name, got, tc.want)
+		if got := whyNotRun(pod, &tc.node) == ""; got != tc.want {
+			t.Errorf("%s: can run %v (%q), want %v", tc.name, got, whyNotRun(pod, &tc.node), tc.want)
 		}
 	}
 	lost := corev1.Node{Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
@@ -37,7 +37,7 @@ func TestCanRun(t *testing.T) {
 		t.Errorf("whyNotRun of a lost node = %q, want %q", got, want)
 	}
 	pod.Spec.NodeSelector = map[string]string{"disk": "ssd"}
-	if canRun(pod, &corev1.Node{Status: ready}) {
+	if whyNotRun(pod, &corev1.Node{Status: ready}) == "" {
 		t.Error("a node outside the pod's node selector can run it")
 	}
 }
