@@ -30,6 +30,7 @@ const (
 	defaultNodeTimeout = 10 * time.Minute
 	defaultDrainPass   = 20 * time.Second
 	defaultCheckGrace  = 2 * time.Minute
+	defaultRoomWait    = 3 * time.Minute
 )
 
 // Reconciler moves the cluster as the Installation asks. Its fields are set
@@ -59,6 +60,12 @@ type Reconciler struct {
 	// CheckGrace: a node still Ready on its old runtime this long after the
 	// runtime step is checked through its journal (default 2 min).
 	CheckGrace time.Duration
+	// RoomWait: while the operator runs on the node to move and every other
+	// node that could take it is only not Ready (a kubelet's lease lapsed
+	// across the API server's restart in the store's move), the preflight
+	// waits this long from the step's start for one to turn Ready before it
+	// refuses (default 3 min).
+	RoomWait time.Duration
 	// PodName and PodNamespace name the operator's own pod (downward API),
 	// so it never drains the node it runs on with nowhere to go; empty
 	// outside a pod.
@@ -129,6 +136,9 @@ func (r *Reconciler) defaults() {
 	}
 	if r.CheckGrace == 0 {
 		r.CheckGrace = defaultCheckGrace
+	}
+	if r.RoomWait == 0 {
+		r.RoomWait = defaultRoomWait
 	}
 	if r.APIReader == nil {
 		r.APIReader = r.Client

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 )
 
 func TestCanRun(t *testing.T) {
@@ -58,12 +60,12 @@ func TestNowhereToGoReadsNodesLive(t *testing.T) {
 	stale := fake.NewClientBuilder().WithObjects(self.DeepCopy(), worker.DeepCopy(), cp).Build()
 	live := fake.NewClientBuilder().WithObjects(self.DeepCopy(), worker.DeepCopy(), cordoned).Build()
 	r := &Reconciler{Client: stale, APIReader: live, PodName: "op", PodNamespace: "quantykube-system"}
-	why, err := r.nowhereToGo(context.Background(), "w1")
+	room, err := r.roomForOperator(context.Background(), "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(why, "the operator runs on w1") || !strings.Contains(why, "cp1: cordoned") {
-		t.Errorf("nowhereToGo = %q; want a refusal naming cp1 as cordoned (the only other node, cordoned on the API server)", why)
+	if !strings.Contains(room.refusal, "the operator runs on w1") || !strings.Contains(room.refusal, "cp1: cordoned") || room.mayComeBack {
+		t.Errorf("roomForOperator = %+v; want a refusal naming cp1 as cordoned (the only other node, cordoned on the API server), not waited for", room)
 	}
 	n, err := r.getNode(context.Background(), "cp1")
 	if err != nil {
@@ -71,5 +73,61 @@ func TestNowhereToGoReadsNodesLive(t *testing.T) {
 	}
 	if !n.Spec.Unschedulable {
 		t.Error("getNode read the cache: cp1 schedulable; the API server has it cordoned")
+	}
+}
+
+// TestPreflightWaitsForANodeToComeBack: the operator runs on the node to
+// move and the only other node is Ready Unknown (its kubelet's lease lapsed
+// across the API server's restart in the store's move, tainted unreachable
+// by the node controller). The preflight waits RoomWait from the step's
+// start, saying for what, then refuses with how long it waited. A node that
+// is cordoned, or would be refused even once Ready, is not waited for.
+func TestPreflightWaitsForANodeToComeBack(t *testing.T) {
+	now := time.Date(2026, 12, 6, 21, 8, 0, 0, time.UTC)
+	cpTaint := corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
+	self := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "quantykube-system", Name: "op"}, Spec: corev1.PodSpec{NodeName: "w1",
+		Tolerations: []corev1.Toleration{{Key: cpTaint.Key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}}}
+	worker := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	lost := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cp1"},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{cpTaint, {Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
+			Reason: "NodeStatusUnknown", LastTransitionTime: metav1.NewTime(now.Add(-30 * time.Second))}}}}
+	gpu := lost.DeepCopy()
+	gpu.Spec.Taints = append(gpu.Spec.Taints, corev1.Taint{Key: "gpu", Effect: corev1.TaintEffectNoSchedule})
+	cordoned := lost.DeepCopy()
+	cordoned.Spec.Unschedulable = true
+
+	for _, tc := range []struct {
+		name    string
+		cp      *corev1.Node
+		started time.Duration // how long ago the preflight began
+		want    string        // "wait", or a part of the refusal
+	}{
+		{"lost, just now", lost, 10 * time.Second, "wait"},
+		{"lost, 2m in", lost, 2 * time.Minute, "wait"},
+		{"lost, past RoomWait", lost, 4 * time.Minute, "(waited 4m0s for one to turn Ready)"},
+		{"lost and tainted against it", gpu, 10 * time.Second, "taint gpu:NoSchedule"},
+		{"lost and cordoned", cordoned, 10 * time.Second, "cp1: cordoned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithObjects(self.DeepCopy(), worker.DeepCopy(), tc.cp.DeepCopy()).Build()
+			r := &Reconciler{Client: c, APIReader: c, PodName: "op", PodNamespace: "quantykube-system", Now: func() time.Time { return now }}
+			r.defaults()
+			in := &v1.Installation{}
+			in.Status.StepStarted = &metav1.Time{Time: now.Add(-tc.started)}
+			out, err := r.preflightStep(context.Background(), in, "w1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "wait" {
+				if out.failed != nil || out.done || !strings.Contains(out.progress, "waiting up to 3m0s for another node to take the operator (cp1: Ready Unknown since") {
+					t.Errorf("outcome %+v; want a wait naming cp1 Ready Unknown", out)
+				}
+				return
+			}
+			if out.failed == nil || !strings.Contains(out.failed.Error(), "no other node can take it") || !strings.Contains(out.failed.Error(), tc.want) {
+				t.Errorf("outcome %+v; want a refusal containing %q", out, tc.want)
+			}
+		})
 	}
 }
