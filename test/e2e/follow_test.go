@@ -98,6 +98,7 @@ func (c *cluster) follow(t *testing.T, goal v1.Phase, timeout time.Duration, kil
 		return false, nil
 	})
 	if err != nil {
+		c.dumpCluster(t)
 		t.Fatalf("no %s within %v: %v; last: %s", goal, timeout, err, last)
 	}
 	if kill {
