@@ -99,7 +99,7 @@ func (r *Reconciler) roomForOperator(ctx context.Context, node string) (operator
 		if reason == "" {
 			return operatorRoom{}, nil // the drain evicts the operator; it goes on from there
 		}
-		if !nodeReady(n) {
+		if reason == notReady(n) { // schedulable; would it do once Ready?
 			if also := whyNotRun(&self, onceReady(n)); also != "" {
 				reason += "; " + also // Ready or not, it could not take it
 			} else {

@@ -44,12 +44,12 @@ func TestCanRun(t *testing.T) {
 	}
 }
 
-// TestNowhereToGoReadsNodesLive: the cache (Client) still shows the control
+// TestRoomForOperatorReadsNodesLive: the cache (Client) still shows the control
 // plane schedulable, the API server (APIReader) has it cordoned — as after
 // an API-server restart, when the node informer is still in its back-off.
 // The check must refuse: the drain would evict the operator with nowhere
 // to go (stop 20's CI run, test/e2e TestOperator's preflight case).
-func TestNowhereToGoReadsNodesLive(t *testing.T) {
+func TestRoomForOperatorReadsNodesLive(t *testing.T) {
 	ready := corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}
 	self := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "quantykube-system", Name: "op"}, Spec: corev1.PodSpec{NodeName: "w1"}}
 	worker := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1"}, Status: ready}
@@ -107,7 +107,7 @@ func TestPreflightWaitsForANodeToComeBack(t *testing.T) {
 		{"lost, 2m in", lost, 2 * time.Minute, "wait"},
 		{"lost, past RoomWait", lost, 4 * time.Minute, "(waited 4m0s for one to turn Ready)"},
 		{"lost and tainted against it", gpu, 10 * time.Second, "taint gpu:NoSchedule"},
-		{"lost and cordoned", cordoned, 10 * time.Second, "cp1: cordoned"},
+		{"lost and cordoned", cordoned, 10 * time.Second, "(cp1: cordoned)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithObjects(self.DeepCopy(), worker.DeepCopy(), tc.cp.DeepCopy()).Build()
