@@ -121,6 +121,10 @@ func (r *Replica) restart() error {
 		w.Close()
 		return walError(r.cfg.walDir(), err)
 	}
+	if err := walCoversApplied(snapshot.GetMetadata().GetIndex(), ents, r.store.Applied().Index); err != nil {
+		w.Close()
+		return walError(r.cfg.walDir(), err)
+	}
 	r.wal, r.id, r.clusterID = w, md.GetNodeID(), md.GetClusterID()
 	r.storage = raft.NewMemoryStorage()
 	if !raft.IsEmptySnap(snapshot) {
@@ -293,6 +297,26 @@ func (r *Replica) openWAL(walsnap *walpb.Snapshot) (*wal.WAL, []byte, *raftpb.Ha
 		}
 		r.log.Warn("raft WAL ended in a torn record (a crash in the middle of a write); cut it off", "dir", dir)
 	}
+}
+
+// walCoversApplied checks that the WAL, read from the snapshot at
+// snapIndex, still holds every entry the store applied. An entry is written
+// and synced to the WAL before it is applied (handleReady), so a WAL that
+// ends below the applied index lost synced records: bytes in its middle
+// overwritten so that a record's length runs past the file, which reads as
+// a torn tail and which the repair then cut off with everything after it
+// (test/store TestClusterCorruptWAL), or an older copy of the directory.
+// A member that serves on it would have forgotten appends it acknowledged
+// to the leader: raft's safety rests on them.
+func walCoversApplied(snapIndex uint64, ents []*raftpb.Entry, applied uint64) error {
+	last := snapIndex
+	if len(ents) > 0 {
+		last = ents[len(ents)-1].GetIndex()
+	}
+	if applied <= last {
+		return nil
+	}
+	return fmt.Errorf("it ends at entry %d, but the store applied entries up to %d, each synced to the WAL first: synced records are gone (overwritten in the middle of the WAL — a repair keeps the file as it was in *.wal.broken — or an older copy of it)", last, applied)
 }
 
 // walError names a WAL that cannot be read and what to do about it.

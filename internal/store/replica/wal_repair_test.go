@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
 // TestRestartCutsOffATornWALTail: a member killed in the middle of a WAL
@@ -74,6 +79,83 @@ func tearLastRecord(t *testing.T, dir string) {
 	}
 	defer f.Close()
 	if _, err := f.WriteAt(torn, int64(end)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRestartRefusesAWALCutBelowApplied: a member's WAL damaged in its
+// middle so that a record's length runs past the file (what stage 1's
+// TestClusterCorruptWAL met when its overwrite began on a frame) reads as a
+// torn tail, and the repair cuts off every record after it — records that
+// were synced and applied. The restart must refuse, naming the WAL, rather
+// than serve a log that forgot appends it acknowledged.
+func TestRestartRefusesAWALCutBelowApplied(t *testing.T) {
+	ms := newTestCluster(t, 3)
+	lead := waitLeader(t, ms)
+	m := ms[(lead+1)%3]
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		if _, err := ms[lead].store.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: bytes.Repeat([]byte{'v'}, 4096)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.rep.ReadBarrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.stop()
+	lengthPastTheFile(t, m.cfg.walDir())
+
+	st, err := mvcc.Open(m.cfg.DataDir, mvcc.Options{Replicated: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rep, err := Start(m.cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil {
+		rep.Stop()
+		t.Fatal("the member started on a WAL that lost applied entries")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "raft WAL in") || !strings.Contains(msg, "cannot be used") || !strings.Contains(msg, "but the store applied entries up to") {
+		t.Fatalf("refused with %q; want the WAL named, the applied index and what to do", msg)
+	}
+}
+
+// lengthPastTheFile overwrites the length field of a record in the middle
+// of the newest WAL file with one that runs past the file's end.
+func lengthPastTheFile(t *testing.T, dir string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no WAL file in %s (%v)", dir, err)
+	}
+	path := files[len(files)-1]
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []int // offsets of the records' length fields
+	for off := 0; off+8 <= len(b); {
+		field := binary.LittleEndian.Uint64(b[off:])
+		if field == 0 {
+			break
+		}
+		size := int(field &^ (0xff << 56))
+		pad := 0
+		if field>>63 == 1 {
+			pad = int(field>>56) & 0x7
+		}
+		frames = append(frames, off)
+		off += 8 + size + pad
+	}
+	if len(frames) < 10 {
+		t.Fatalf("%s: %d records; want at least 10", path, len(frames))
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(binary.LittleEndian.AppendUint64(nil, 1<<40), int64(frames[len(frames)/2])); err != nil {
 		t.Fatal(err)
 	}
 }
