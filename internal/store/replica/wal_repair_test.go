@@ -23,19 +23,8 @@ import (
 // catches up; it does not refuse to start (stage 2b's TestKillNine met this
 // on 3 members).
 func TestRestartCutsOffATornWALTail(t *testing.T) {
-	ms := newTestCluster(t, 3)
-	lead := waitLeader(t, ms)
-	m := ms[(lead+1)%3]
+	ms, lead, m := stoppedFollower(t)
 	ctx := context.Background()
-	for i := 0; i < 20; i++ {
-		if _, err := ms[lead].store.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: bytes.Repeat([]byte{'v'}, 4096)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := m.rep.ReadBarrier(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m.stop()
 	tearLastRecord(t, m.cfg.walDir())
 	m.start(t) // fails the test if the WAL is refused
 	last, err := ms[lead].store.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("after")})
@@ -90,19 +79,7 @@ func tearLastRecord(t *testing.T, dir string) {
 // were synced and applied. The restart must refuse, naming the WAL, rather
 // than serve a log that forgot appends it acknowledged.
 func TestRestartRefusesAWALCutBelowApplied(t *testing.T) {
-	ms := newTestCluster(t, 3)
-	lead := waitLeader(t, ms)
-	m := ms[(lead+1)%3]
-	ctx := context.Background()
-	for i := 0; i < 20; i++ {
-		if _, err := ms[lead].store.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: bytes.Repeat([]byte{'v'}, 4096)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := m.rep.ReadBarrier(ctx); err != nil {
-		t.Fatal(err)
-	}
-	m.stop()
+	_, _, m := stoppedFollower(t)
 	lengthPastTheFile(t, m.cfg.walDir())
 
 	st, err := mvcc.Open(m.cfg.DataDir, mvcc.Options{Replicated: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -158,4 +135,25 @@ func lengthPastTheFile(t *testing.T, dir string) {
 	if _, err := f.WriteAt(binary.LittleEndian.AppendUint64(nil, 1<<40), int64(frames[len(frames)/2])); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stoppedFollower starts 3 members, writes 20 values of 4 KiB through the
+// leader, and stops a follower once it applied them all: its WAL holds
+// synced, applied records.
+func stoppedFollower(t *testing.T) (ms []*testMember, lead int, m *testMember) {
+	t.Helper()
+	ms = newTestCluster(t, 3)
+	lead = waitLeader(t, ms)
+	m = ms[(lead+1)%3]
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		if _, err := ms[lead].store.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: bytes.Repeat([]byte{'v'}, 4096)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.rep.ReadBarrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m.stop()
+	return ms, lead, m
 }
