@@ -41,6 +41,10 @@ type Config struct {
 	// memtables and cached blocks, which are Go heap in a build without cgo
 	// (--gc-exclude-engine-memory; on by default, ADR 013).
 	GCExcludeEngineMemory bool
+	// GCBusyWindow: while the store allocates fast, the paced GC's headroom
+	// is at least what it allocated in this window (--gc-busy-window; 0:
+	// the 16 MiB floor alone; gcpace/busy.go).
+	GCBusyWindow time.Duration
 	// RangeReadAhead reads the next page of a paginated range ahead of its
 	// request while writes are quiet (--range-read-ahead; on by default
 	// since writes gate it, ADR 012).

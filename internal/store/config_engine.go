@@ -27,6 +27,9 @@ func (c *Config) validateEngine() error {
 	if c.MemoryLimitBytes < 0 {
 		return fmt.Errorf("--memory-limit-bytes %d is negative; pass 0 (no limit) or a size in bytes", c.MemoryLimitBytes)
 	}
+	if c.GCBusyWindow < 0 {
+		return fmt.Errorf("--gc-busy-window %s is negative; pass 0 (the 16 MiB floor alone) or a duration such as 250ms", c.GCBusyWindow)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEngineFlagsAreValidatedAndReachTheEngine(t *testing.T) {
@@ -24,6 +25,7 @@ func TestEngineFlagsAreValidatedAndReachTheEngine(t *testing.T) {
 		{"l0 threshold too low", func(c *Config) { c.L0CompactionThreshold = 1 }, "--l0-compaction-threshold 1 is out of range"},
 		{"l0 threshold too high", func(c *Config) { c.L0CompactionThreshold = 65 }, "--l0-compaction-threshold 65 is out of range"},
 		{"negative limit", func(c *Config) { c.MemoryLimitBytes = -1 }, "--memory-limit-bytes -1 is negative"},
+		{"negative busy window", func(c *Config) { c.GCBusyWindow = -time.Second }, "--gc-busy-window -1s is negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := base()

@@ -8,11 +8,12 @@ import (
 )
 
 // paceGC starts pacing Go's GC without the engine's memory
-// (--gc-exclude-engine-memory, package gcpace) and returns what stops it,
+// (--gc-exclude-engine-memory, package gcpace), with a floor while busy
+// (--gc-busy-window), and returns what stops it,
 // which must run before st closes; it may run more than once.
 func paceGC(cfg Config, st *mvcc.Store, log *slog.Logger) (stop func()) {
 	if !cfg.GCExcludeEngineMemory {
 		return func() {}
 	}
-	return gcpace.Start(st.EngineHeapBytes, log).Stop
+	return gcpace.Start(st.EngineHeapBytes, cfg.GCBusyWindow, log).Stop
 }

@@ -17,9 +17,10 @@
 //	goal = live + (live + stacks + globals − engine) × base / 100
 //
 // which Go computes from GOGC as live + (live + stacks + globals) × GOGC/100.
-// The headroom is at least minHeadroom (16 MiB at GOGC=100), and GOGC is
-// never raised above the starting value: the pacer only ever takes back
-// headroom given to the engine's bytes.
+// The headroom is at least minHeadroom (16 MiB at GOGC=100) and, while the
+// process allocates fast, at least what it allocates in a window (busy.go),
+// and GOGC is never raised above the starting value: the pacer only ever
+// takes back headroom given to the engine's bytes.
 package gcpace
 
 import (
@@ -29,6 +30,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"time"
 )
 
 // minHeadroom is the least headroom at GOGC=100 (scaled by GOGC/100 as
@@ -52,16 +54,17 @@ type Heap struct {
 }
 
 // Percent returns the GOGC that gives a heap of h, of which engine bytes
-// are the engine's, the goal base gives its collected part alone; within
-// [1, base].
-func Percent(base int, h Heap, engine uint64) int {
+// are the engine's, the goal base gives its collected part alone, with a
+// headroom of at least busy bytes (0 while the process is not busy,
+// busyFloor); within [1, base].
+func Percent(base int, h Heap, engine, busy uint64) int {
 	total := h.Live + h.Stacks + h.Globals
 	if base <= 0 || total == 0 {
 		return base
 	}
 	engine = min(engine, h.Live)
 	headroom := float64(total-engine) * float64(base) / 100
-	headroom = max(headroom, float64(minHeadroom)*float64(base)/100)
+	headroom = max(headroom, float64(minHeadroom)*float64(base)/100, float64(busy))
 	p := int(math.Ceil(headroom * 100 / float64(total)))
 	return max(1, min(p, base))
 }
@@ -69,6 +72,7 @@ func Percent(base int, h Heap, engine uint64) int {
 // Pacer sets GOGC after every GC cycle (see the package comment).
 type Pacer struct {
 	base    int
+	window  time.Duration
 	engine  func() uint64
 	log     *slog.Logger
 	cycles  chan struct{}
@@ -80,14 +84,16 @@ type Pacer struct {
 
 // Start paces the GC until Stop, on the GOGC in effect (GOGC from the
 // environment, 100 by default). engine returns the engine's bytes in the Go
-// heap at the moment. With GOGC off (GOGC=off) nothing is paced.
-func Start(engine func() uint64, log *slog.Logger) *Pacer {
+// heap at the moment. window is the busy floor's (busy.go; 0: none). With
+// GOGC off (GOGC=off) nothing is paced.
+func Start(engine func() uint64, window time.Duration, log *slog.Logger) *Pacer {
 	p := &Pacer{
-		engine: engine, log: log,
+		engine: engine, window: window, log: log,
 		cycles: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
 		samples: []metrics.Sample{
 			{Name: "/gc/gogc:percent"}, {Name: "/gc/heap/live:bytes"},
 			{Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"},
+			{Name: "/gc/heap/allocs:bytes"},
 		},
 	}
 	metrics.Read(p.samples)
@@ -117,18 +123,36 @@ func (p *Pacer) Stop() {
 func (p *Pacer) run() {
 	defer close(p.stopped)
 	current := p.base
+	var tick <-chan time.Time
+	if p.window > 0 {
+		t := time.NewTicker(busyTick)
+		defer t.Stop()
+		tick = t.C
+	}
+	metrics.Read(p.samples)
+	busy := busyMeter{window: p.window, allocs: p.samples[4].Value.Uint64(), at: time.Now()}
 	for {
+		release := false
 		select {
 		case <-p.done:
 			return
 		case <-p.cycles:
+			metrics.Read(p.samples)
+		case now := <-tick:
+			metrics.Read(p.samples)
+			release = busy.measure(p.samples[4].Value.Uint64(), now)
 		}
-		metrics.Read(p.samples)
 		h := Heap{Live: p.samples[1].Value.Uint64(), Stacks: p.samples[2].Value.Uint64(), Globals: p.samples[3].Value.Uint64()}
-		if want := Percent(p.base, h, p.engine()); want != current {
+		if want := Percent(p.base, h, p.engine(), busy.floor); want != current {
 			debug.SetGCPercent(want)
-			p.log.Debug("GC paced", "gogc", want, "live", h.Live)
+			p.log.Debug("GC paced", "gogc", want, "live", h.Live, "busy_floor", busy.floor)
 			current = want
+		}
+		if release {
+			// The load that raised the floor is over: collect its garbage
+			// and give the pages back now, not at the scavenger's pace.
+			debug.FreeOSMemory()
+			p.log.Debug("GC floor back to its least after a busy spell; memory returned to the OS")
 		}
 	}
 }
