@@ -4,17 +4,16 @@ import "time"
 
 // The busy floor. The pacer's least headroom (minHeadroom) suits a store at
 // rest: its memory is what a control-plane node pays all the time. Under a
-// heavy load the same 16 MiB makes a cycle every few tens of milliseconds —
-// at 64 clients' puts the store allocates ~100 MiB a second — and each
-// cycle's fixed costs (its phases, the stacks of every gRPC worker) are paid
-// ten times a second: put@64 spent ~10 % more CPU a request paced than
-// unpaced (ADR 013). So while the process allocates fast the headroom is at
-// least what it allocated in the last window (a cycle at most every window),
-// never more than the starting GOGC gives the whole heap (Percent's cap:
-// never more than unpaced). When the allocation rate falls back to nearly
+// heavy load the same 16 MiB fill many times a second, and each cycle's
+// fixed costs (its phases, the stacks of every gRPC worker) are paid that
+// often: put@64 spent ~10 % more CPU a request paced than unpaced (ADR 013).
+// So while the process allocates fast the headroom is at least what it
+// allocated in the last window (a cycle at most about once a window), never
+// more than the starting GOGC gives the whole heap (Percent's cap: never
+// more than unpaced). When the allocation rate falls back to nearly
 // nothing, the floor drops and the pacer returns the pages the busy spell
-// used to the OS at once (debug.FreeOSMemory), so a store at rest holds
-// what it held before the load.
+// used to the OS at once (debug.FreeOSMemory): a store at rest holds what
+// it needs, not what its last burst did.
 
 // busyTick is how often the allocation rate is measured.
 const busyTick = time.Second
