@@ -19,8 +19,9 @@ import "time"
 const busyTick = time.Second
 
 // quietBytes is what a second's allocations stay under for the process to
-// count as at rest (an idle store with kube-apiserver's background traffic
-// allocates a few MiB a second).
+// count as at rest. A store whose background traffic never falls under it
+// keeps a spell's pages until Go's scavenger returns them, as every store
+// did before this floor; its GOGC still falls back with the rate.
 const quietBytes = 4 << 20
 
 // busyMeter measures the allocation rate and turns it into a floor.
