@@ -97,7 +97,7 @@ func Start(engine func() uint64, window time.Duration, log *slog.Logger) *Pacer 
 		},
 	}
 	metrics.Read(p.samples)
-	p.base = int(p.samples[0].Value.Uint64()) // off (-1) reads back as -1
+	p.base = int(p.samples[sampleGOGC].Value.Uint64()) // off (-1) reads back as -1
 	if p.base <= 0 {
 		log.Info("GOGC is off: the GC is not paced")
 		close(p.stopped)
@@ -130,7 +130,7 @@ func (p *Pacer) run() {
 		tick = t.C
 	}
 	metrics.Read(p.samples)
-	busy := busyMeter{window: p.window, allocs: p.samples[4].Value.Uint64(), at: time.Now()}
+	busy := busyMeter{window: p.window, allocs: p.samples[sampleAllocs].Value.Uint64(), at: time.Now()}
 	for {
 		release := false
 		select {
@@ -140,9 +140,9 @@ func (p *Pacer) run() {
 			metrics.Read(p.samples)
 		case now := <-tick:
 			metrics.Read(p.samples)
-			release = busy.measure(p.samples[4].Value.Uint64(), now)
+			release = busy.measure(p.samples[sampleAllocs].Value.Uint64(), now)
 		}
-		h := Heap{Live: p.samples[1].Value.Uint64(), Stacks: p.samples[2].Value.Uint64(), Globals: p.samples[3].Value.Uint64()}
+		h := Heap{Live: p.samples[sampleLive].Value.Uint64(), Stacks: p.samples[sampleStacks].Value.Uint64(), Globals: p.samples[sampleGlobals].Value.Uint64()}
 		if want := Percent(p.base, h, p.engine(), busy.floor); want != current {
 			debug.SetGCPercent(want)
 			p.log.Debug("GC paced", "gogc", want, "live", h.Live, "busy_floor", busy.floor)
@@ -156,6 +156,15 @@ func (p *Pacer) run() {
 		}
 	}
 }
+
+// The runtime/metrics samples a Pacer reads, in the order Start lists them.
+const (
+	sampleGOGC = iota
+	sampleLive
+	sampleStacks
+	sampleGlobals
+	sampleAllocs
+)
 
 // cycleToken is an object that becomes garbage as soon as it is made; its
 // cleanup runs after the GC cycle that reclaimed it. It holds a pointer so
