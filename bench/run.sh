@@ -14,7 +14,7 @@
 #                           $QK_CACHE/bench/keys<N>-<time>/benchmarks-<N>-keys.md (never docs/); --stores,
 #                           --runs pass through (e.g. --stores quantykube,etcd,kine)
 #
-# What it does: builds the peers through scripts/deps.sh (cached by version under ${QK_CACHE:-.cache}),
+# What it does: builds the peers through scripts/deps.sh (cached by version under ${QK_CACHE:-~/.cache/quantykube}),
 # builds quantykube and the harness (bench/cmd/qkbench), then runs the harness. The harness exits
 # non-zero when any workload did not run on any store; it never asserts a number.
 set -euo pipefail
@@ -44,7 +44,7 @@ if command -v go >/dev/null 2>&1; then GO=$(command -v go)
 elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
 else echo "bench/run.sh: no Go toolchain; install Go 1.26 at /usr/local/go or put go on PATH" >&2; exit 1; fi
 
-CACHE=${QK_CACHE:-$REPO/.cache}
+CACHE=${QK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quantykube}
 mkdir -p "$CACHE/bench/bin"
 CACHE=$(cd "$CACHE" && pwd)
 log() { printf '[bench %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }

@@ -11,7 +11,7 @@
 # clean up (pods, runtime, registry, bridge, mounts, cgroups).
 #
 # Environment:
-#   QK_CACHE            cache root (default <repo>/.cache); logs in $QK_CACHE/critest/
+#   QK_CACHE            cache root (default ${XDG_CACHE_HOME:-~/.cache}/quantykube); logs in $QK_CACHE/critest/
 #   QK_RUNTIME_BIN      a quantykube binary with the `runtime` command (default: built from ./cmd/quantykube)
 #   QK_CRITEST_SKIP     ginkgo skip regexp (default 'digest': the only spec that cannot run offline;
 #                       AppArmor, SELinux, NRI, user-namespace and image-volume specs skip themselves)

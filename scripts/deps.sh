@@ -5,12 +5,19 @@
 #   scripts/deps.sh path NAME...   build any missing NAME, print one absolute path per line, in order
 #   scripts/deps.sh env NAME...    same, printed as `export QK_<NAME>=/abs/path` (dashes become underscores)
 #   scripts/deps.sh list           names and versions (and whether each is cached)
+#   scripts/deps.sh verify         hash every cached entry against its stamp; remove (and name) those
+#                                  that differ, so the next path/env builds them again
 #   scripts/deps.sh regen WRAPPER  maintainers only: rewrite scripts/deps/WRAPPER/go.{mod,sum} from the
 #                                  versions below (after a version bump), then commit them
 #
 # Invariants:
-# - Cache: ${QK_CACHE:-<repo>/.cache}/deps/<group>-<version>/<name>. A path that exists there is a
-#   complete binary: builds go to a temporary directory beside it and are moved into place (rename).
+# - Cache: ${QK_CACHE:-~/.cache/quantykube}/deps/<group>-<version>/<name>, outside the clone, so a
+#   fresh clone on the same machine finds it (as Go keeps its build cache in the home directory).
+#   Builds go to a temporary directory beside it and are moved into place (rename); then its stamp,
+#   <name>.sha256 (sha256sum's format: a hash per file), is written the same way. An entry counts as
+#   cached only with its stamp: a build killed between the two renames is built again. `verify`
+#   hashes every entry against its stamp and removes the ones that differ (scripts/test.sh runs it
+#   first), so a corrupt binary is rebuilt, never used.
 # - Wrapper modules are COMMITTED under scripts/deps/<group>/ (go.mod, go.sum, tools.go) so every build
 #   resolves the same module graph; they are built with -mod=readonly and never modified by a build.
 #   Components without replace directives (kine, runc, CNI plugins) use `go install pkg@version`, which
@@ -75,7 +82,7 @@ version_of() {
 }
 
 setup_cache() {
-  CACHE=${QK_CACHE:-$REPO_ROOT/.cache}
+  CACHE=${QK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quantykube}
   mkdir -p "$CACHE/deps"
   CACHE=$(cd "$CACHE" && pwd)
   DEPS=$CACHE/deps
@@ -88,8 +95,36 @@ path_of() {
 }
 is_cached() {
   local p; p=$(path_of "$1")
+  [[ -s $p.sha256 ]] || return 1
   if [[ $1 == cni-plugins ]]; then [[ -x $p/bridge && -x $p/host-local && -x $p/portmap && -x $p/loopback ]]
   else [[ -f $p && -x $p ]]; fi
+}
+
+# stamp NAME: record the hash of NAME's cached file(s) (after it was moved into place).
+stamp() {
+  local p; p=$(path_of "$1")
+  if [[ $1 == cni-plugins ]]; then (cd "$(dirname "$p")" && sha256sum cni-plugins/*) >"$p.sha256.tmp"
+  else (cd "$(dirname "$p")" && sha256sum "$1") >"$p.sha256.tmp"; fi
+  mv -f "$p.sha256.tmp" "$p.sha256"
+}
+
+# verify: every entry with a stamp is hashed against it; one that differs (or whose file is gone)
+# is removed with its stamp and named on stderr. Entries without a stamp are not cached anyway.
+verify() {
+  local n p bad=0
+  exec 9>"$DEPS/.lock"
+  flock 9
+  for n in "${ALL_NAMES[@]}"; do
+    p=$(path_of "$n")
+    [[ -e $p.sha256 ]] || continue
+    if ! (cd "$(dirname "$p")" && sha256sum --quiet --strict -c "$p.sha256" >/dev/null 2>&1); then
+      log "cached $n ($p) does not match its stamp: removed, it is built again when asked for"
+      rm -rf "$p" "$p.sha256"
+      bad=$((bad + 1))
+    fi
+  done
+  flock -u 9
+  log "verified the cache $DEPS: $bad entr$( ((bad == 1)) && echo y || echo ies) removed"
 }
 
 apt_ensure() {
@@ -229,8 +264,10 @@ ensure() {
       rm -rf "$tmp"; die "building ${names[*]} ($g $v) failed (see the go output above)"
     fi
     for n in "${names[@]}"; do
+      rm -f "$dest/$n.sha256"
       if [[ $n == cni-plugins ]]; then rm -rf "$dest/cni-plugins"; mv "$tmp/cni-plugins" "$dest/cni-plugins"
       else mv -f "$tmp/$n" "$dest/$n"; fi
+      stamp "$n"
     done
     rm -rf "$tmp"
     log "built ${names[*]} in $((SECONDS - start))s -> $dest"
@@ -271,7 +308,7 @@ regen() {
 
 usage() {
   cat >&2 <<EOF
-usage: scripts/deps.sh path NAME... | env NAME... | list | regen WRAPPER
+usage: scripts/deps.sh path NAME... | env NAME... | list | verify | regen WRAPPER
 names: ${ALL_NAMES[*]}
 EOF
   exit 2
@@ -302,9 +339,10 @@ main() {
         printf '%-24s %-9s %s\n' "$n" "$(version_of "$g")" "$st"
       done
       ;;
+    verify) (($# == 0)) || die "verify takes no names: it checks every cached entry"; verify ;;
     regen) (($# == 1)) || die "usage: scripts/deps.sh regen WRAPPER (one of: kubernetes etcd etcd-benchmark cri-tools coredns)"; regen "$1" ;;
     -h|--help|help) usage ;;
-    *) die "unknown command '$cmd'; use path, env, list or regen" ;;
+    *) die "unknown command '$cmd'; use path, env, list, verify or regen" ;;
   esac
 }
 

@@ -7,7 +7,7 @@
 # qk_cleanup      remove pods, stop runtime and registry, remove bridge, mounts, cgroups, state
 # Variables after qk_setup: CRICTL RUNC CNIBIN CRITEST QK RUN WORK (and CRI, a crictl command line).
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-CACHE=${QK_CACHE:-$REPO_ROOT/.cache}
+CACHE=${QK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quantykube}
 WORK=$CACHE/critest
 PORT=${QK_CRITEST_PORT:-5099}
 RUN=${QK_CRITEST_RUN:-/run/qkcritest}

@@ -21,7 +21,7 @@
 #                     and must exit cleanly); saves ~1 s per test that starts a cluster
 #
 # How: the module source of k8s.io/apiserver@v0.37.2 is copied from the Go module cache into
-# ${QK_CACHE:-<repo>/.cache}/k8s-storage/apiserver-v0.37.2, every import of
+# ${QK_CACHE:-~/.cache/quantykube}/k8s-storage/apiserver-v0.37.2, every import of
 # k8s.io/apiserver/pkg/storage/etcd3/testserver there is rewritten to
 # k8s.io/apiserver/pkg/storage/quantykube/testserver, a copy of ./testserver (refreshed on every run), which
 # starts one server process per RunEtcd call. Test binaries are built with `go test -c` and run with
@@ -68,7 +68,7 @@ if ! command -v jq >/dev/null; then
   fi
 fi
 
-CACHE=${QK_CACHE:-$REPO_ROOT/.cache}
+CACHE=${QK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quantykube}
 mkdir -p "$CACHE/k8s-storage"
 CACHE=$(cd "$CACHE" && pwd)
 WORK=$CACHE/k8s-storage/apiserver-$APISERVER_VERSION

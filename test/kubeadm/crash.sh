@@ -11,7 +11,7 @@
 set -uo pipefail
 [[ $# -ge 1 ]] || { echo "usage: test/kubeadm/crash.sh up|grow [ARGS...]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
-state=${QK_STATE:-${QK_CACHE:-$root/.cache}/kubeadm/state}
+state=${QK_STATE:-${QK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quantykube}/kubeadm/state}
 at=${QK_CRASH_AT:-nodes booted}
 log=$(mktemp /tmp/qk-crash.XXXXXX)
 setsid "$root/scripts/kubeadm.sh" "$@" >"$log" 2>&1 &

@@ -17,7 +17,7 @@
 #
 # Scenarios: Kubernetes (traffic.Kubernetes) and EtcdPutDeleteLease (traffic.EtcdPutDeleteLease), each at
 # etcd's medium key-value rate with watches and compaction, on a fresh 3-member cluster.
-# Output: ${QK_CACHE:-<repo>/.cache}/robustness/<time>-<server>/: test.log, <scenario>/summary.json,
+# Output: ${QK_CACHE:-~/.cache/quantykube}/robustness/<time>-<server>/: test.log, <scenario>/summary.json,
 # member logs m0..m2.log, and on failure <scenario>/report/ (client reports, data dirs, history.html).
 # Exit status: 0 when every scenario validated, 1 when one failed, 2 on usage or build errors.
 set -euo pipefail
@@ -46,7 +46,7 @@ done
 
 command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
 command -v go >/dev/null || die "no Go toolchain; install Go 1.26 at /usr/local/go"
-CACHE=${QK_CACHE:-$REPO_ROOT/.cache}
+CACHE=${QK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quantykube}
 mkdir -p "$CACHE/robustness"
 CACHE=$(cd "$CACHE" && pwd)
 

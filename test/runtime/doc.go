@@ -18,7 +18,7 @@
 // Environment: QK_RUNC, QK_CNI_PLUGINS (both tests) and QK_KUBELET (TestKubelet) name
 // the binaries; without them, or without root, the tests skip (with QK_RUNTIME_REQUIRED=true,
 // which the scripts set, they fail instead). QK_RUNTIME_BIN is the quantykube binary
-// (default: built from ./cmd/quantykube). QK_CACHE is the cache root (default <repo>/.cache;
+// (default: built from ./cmd/quantykube). QK_CACHE is the cache root (default ~/.cache/quantykube;
 // logs in $QK_CACHE/critest/), QK_CRITEST_RUN the state dir (default /run/qkcritest).
 // The tests use what scripts/critest.sh uses: the bridge qkcrit0 on 10.231.77.0/24, the
 // cgroup parent /qkcritest (and /qkcrit-kubelet for kubelet), so they must not run while

@@ -102,7 +102,10 @@ func newEnv(t *testing.T, runcBin, cniDir string) *env {
 	e := &env{root: repoRoot(), runc: runcBin, cni: cniDir, run: os.Getenv("QK_CRITEST_RUN")}
 	cache := os.Getenv("QK_CACHE")
 	if cache == "" {
-		cache = filepath.Join(e.root, ".cache")
+		// scripts/critest/lib.sh's default: the build cache outside the clone.
+		dir, err := os.UserCacheDir()
+		must(t, err)
+		cache = filepath.Join(dir, "quantykube")
 	}
 	e.work = filepath.Join(cache, "critest")
 	if e.run == "" {

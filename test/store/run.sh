@@ -9,7 +9,7 @@
 # The snapshot tests (TestSnapshot*) run etcd, etcdctl, etcdutl and the store side by side either way.
 #
 # Real binaries come from scripts/deps.sh (built from the Go module proxy on first use, then cached
-# under ${QK_CACHE:-<repo>/.cache}). Any QK_* variable already set wins over what this script finds.
+# under ${QK_CACHE:-~/.cache/quantykube}). Any QK_* variable already set wins over what this script finds.
 # CI=true makes a missing binary a failure instead of a skip.
 #
 # Examples:
@@ -38,7 +38,7 @@ want QK_ETCD etcd # the snapshot tests run etcd beside the store whichever KIND 
 want QK_KUBE_APISERVER kube-apiserver
 want QK_KUBE_CONTROLLER_MANAGER kube-controller-manager
 if [[ -z ${QK_STORE_BIN:-} ]]; then # built for KIND=etcd too: the snapshot tests restore with it
-  out=${QK_CACHE:-$ROOT/.cache}/test-store
+  out=${QK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quantykube}/test-store
   mkdir -p "$out"
   (cd "$ROOT" && go build -o "$out/quantykube" ./cmd/quantykube)
   export QK_STORE_BIN=$out/quantykube

@@ -2,9 +2,9 @@
 # artifacts.sh: the binaries and OCI images a cluster needs, built on this
 # machine and cached.
 #
-# Binaries come from scripts/deps.sh (cached by version under .cache/deps) and
+# Binaries come from scripts/deps.sh (cached by version under $QK_CACHE/deps) and
 # from this repository (quantykube). Images are docker-archive tarballs made by
-# scripts/mkimage, cached under .cache/kubeadm/images as NAME-KEY.tar, where
+# scripts/mkimage, cached under $QK_CACHE/kubeadm/images as NAME-KEY.tar, where
 # KEY covers the image's tag, its files' identities and mkimage's sources: an
 # unchanged input never rebuilds an image. The tarballs of the current `up`
 # are hard-linked into $QK_STATE/images, which every node sees read-only at
@@ -12,7 +12,7 @@
 # but the control plane's own (kube-apiserver, kube-controller-manager,
 # kube-scheduler, etcd).
 
-QK_DEPS_NAMES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm kube-proxy etcd etcdctl crictl coredns)
+QK_DEPS_NAMES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm kube-proxy etcd etcdctl etcdutl crictl coredns)
 QK_COREDNS_TAG=${QK_COREDNS_TAG:-v1.14.2} # kubeadm v1.36.3's CoreDNSVersion (`kubeadm config images list`)
 
 # ensure_artifacts sets QK_BIN[name] for every binary and fills $QK_STATE/images.
@@ -21,6 +21,7 @@ QK_COREDNS_TAG=${QK_COREDNS_TAG:-v1.14.2} # kubeadm v1.36.3's CoreDNSVersion (`k
 ensure_artifacts() {
 	[[ -n ${QK_TEMPLATE:-} && -x $QK_TEMPLATE/usr/sbin/xtables-nft-multi ]] ||
 		die "internal: ensure_artifacts needs the node template (ensure_template first)"
+	artifacts_lock
 	declare -gA QK_BIN=()
 	local paths i
 	log "binaries: scripts/deps.sh path ${QK_DEPS_NAMES[*]} (builds what is not cached; the first kube build takes 10+ minutes)"
@@ -42,6 +43,21 @@ ensure_artifacts() {
 		log "warning: quantykube does not build now (see $tools/quantykube.build.log); the cluster gets no $QK_QUANTYKUBE_IMAGE image"
 	fi
 	build_images
+	artifacts_unlock
+}
+
+# artifacts_lock / artifacts_unlock: one caller at a time builds into the
+# shared $QK_CACHE/kubeadm/tools and images/ (two slots' clusters brought up
+# together would write the same files: tools/quantykube.tmp, mkimage's
+# NAME-KEY.tar.tmp). A caller that dies releases it with its process.
+artifacts_lock() {
+	mkdir -p "$QK_CACHE/kubeadm"
+	exec 7>"$QK_CACHE/kubeadm/.artifacts.lock"
+	if ! flock -n 7; then log "another cluster is building its artifacts; waiting for it"; flock 7; fi
+}
+artifacts_unlock() {
+	flock -u 7
+	exec 7>&-
 }
 
 # image_key NAME TAG FILES...: a cache key for one image.
@@ -93,8 +109,9 @@ build_images() {
 	for n in kube-apiserver kube-controller-manager kube-scheduler; do
 		make_image "$n" "registry.k8s.io/$n:$v" "/usr/local/bin/$n" "${QK_BIN[$n]}:/usr/local/bin/$n"
 	done
+	# as upstream's image: etcd, etcdctl and etcdutl (undo store takes etcdutl from the running etcd's image)
 	make_image etcd "registry.k8s.io/etcd:$QK_ETCD_VERSION" /usr/local/bin/etcd \
-		"${QK_BIN[etcd]}:/usr/local/bin/etcd" "${QK_BIN[etcdctl]}:/usr/local/bin/etcdctl"
+		"${QK_BIN[etcd]}:/usr/local/bin/etcd" "${QK_BIN[etcdctl]}:/usr/local/bin/etcdctl" "${QK_BIN[etcdutl]}:/usr/local/bin/etcdutl"
 	make_image pause "registry.k8s.io/pause:$QK_PAUSE_TAG" /pause "${QK_BIN[pause]}:/pause"
 	make_kube_proxy_image
 	# upstream's entrypoint; kubeadm's Deployment passes only "-conf /etc/coredns/Corefile"

@@ -17,7 +17,7 @@
 # the `up` that made it, so it works after a crash halfway through `up`.
 
 QK_ROOT=${QK_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)}
-QK_CACHE=${QK_CACHE:-$QK_ROOT/.cache}
+QK_CACHE=${QK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quantykube}
 
 # slot_vars N prints the five names of slot N (0..7), one `NAME=value` a line:
 # QK_CLUSTER, QK_BRIDGE, QK_NODE_NET, QK_CHAIN, QK_STATE. Slot 0 is the
@@ -116,10 +116,13 @@ build_quantykube() {
 # does not exist and whose state dir holds no cluster (no kubeconfig, no
 # nodes/), for `eval "$(scripts/kubeadm.sh free-slot)"`. Nothing is reserved:
 # two callers at the same instant can get the same slot (the second `up`
-# then stops at check_net_free or finds the first's state).
+# then stops at check_net_free or finds the first's state). QK_SLOT_SKIP
+# names slots not to pick (e.g. "0": one a caller took but has not brought
+# up yet, so it still looks free).
 cmd_free_slot() {
 	local n state bridge line
 	for n in 0 1 2 3 4 5 6 7; do
+		[[ " ${QK_SLOT_SKIP:-} " == *" $n "* ]] && continue
 		bridge=$(slot_vars "$n" | sed -n 's/^QK_BRIDGE=//p')
 		state=$(slot_vars "$n" | sed -n 's/^QK_STATE=//p')
 		ip link show "$bridge" >/dev/null 2>&1 && continue
@@ -129,4 +132,20 @@ cmd_free_slot() {
 		return 0
 	done
 	die "no free slot: every slot 0..7 has a bridge or a cluster in its state dir (scripts/kubeadm.sh status with QK_SLOT=N shows one)"
+}
+
+# go_test DIR TIMEOUT RUN: the tests of ./DIR (test/move, test/e2e, ...) with
+# -v and -count=1, run from DIR as go test runs them: the binary
+# $QK_TESTBIN/<DIR with _ for />.test when scripts/test.sh compiled every
+# test binary of the run once (no step of a cluster waits for a compile),
+# else go test itself. Variables set before the call reach the tests.
+go_test() {
+	local dir=$1 timeout=$2 run=$3 bin=
+	[[ -n ${QK_TESTBIN:-} ]] && bin=$QK_TESTBIN/${dir//\//_}.test
+	if [[ -n $bin && -x $bin ]]; then
+		log "go test ./$dir: the run's compiled $bin"
+		(cd "$QK_ROOT/$dir" && "$bin" -test.count=1 -test.v -test.timeout "$timeout" -test.run "$run")
+	else
+		(cd "$QK_ROOT" && go test -count=1 -v -timeout "$timeout" -run "$run" "./$dir/")
+	fi
 }

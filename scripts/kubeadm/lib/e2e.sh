@@ -37,20 +37,20 @@ cmd_e2e() {
 		return
 	fi
 	log "e2e: the operator moves the store and $w, then moves them back (go test ./test/e2e)"
-	(cd "$QK_ROOT" && QK_E2E_KUBECONFIG=$QK_STATE/kubeconfig QK_E2E_WORKER=$w QK_E2E_CP=$cp \
+	QK_E2E_KUBECONFIG=$QK_STATE/kubeconfig QK_E2E_WORKER=$w QK_E2E_CP=$cp \
 		QK_E2E_MANIFEST=$QK_ROOT/deploy/quantykube.yaml \
 		QK_E2E_REQUIRED=true QK_E2E_DEMO=${QK_E2E_DEMO:-false} QK_CLUSTER=$QK_CLUSTER QK_STATE=$QK_STATE QK_CACHE=$QK_CACHE \
-		go test -count=1 -v -timeout 90m -run "${QK_E2E_RUN:-TestOperator}" ./test/e2e/)
+		go_test test/e2e 90m "${QK_E2E_RUN:-TestOperator}"
 }
 
 # e2e_ha CP W: the e2e of a cluster with a load balancer (see above).
 e2e_ha() {
 	log "e2e: the operator moves the store of every control plane and back, the API in use through $(lb_name) (go test ./test/e2e)"
 	export QK_CLUSTER QK_BRIDGE QK_NODE_NET QK_POD_NET QK_CHAIN QK_STATE QK_CACHE
-	(cd "$QK_ROOT" && QK_E2E_KUBECONFIG=$QK_STATE/kubeconfig QK_E2E_WORKER=$2 QK_E2E_CP=$1 QK_E2E_LB=$(lb_name) \
+	QK_E2E_KUBECONFIG=$QK_STATE/kubeconfig QK_E2E_WORKER=$2 QK_E2E_CP=$1 QK_E2E_LB=$(lb_name) \
 		QK_E2E_MANIFEST=$QK_ROOT/deploy/quantykube.yaml \
 		QK_E2E_REQUIRED=true QK_E2E_DEMO=${QK_E2E_DEMO:-false} \
-		go test -count=1 -v -timeout 60m -run "${QK_E2E_RUN:-TestOperatorHA}" ./test/e2e/)
+		go_test test/e2e 60m "${QK_E2E_RUN:-TestOperatorHA}"
 }
 
 # e2e_refresh_image rebuilds the quantykube image from the working tree and
@@ -60,8 +60,10 @@ e2e_refresh_image() {
 	local tools=$QK_CACHE/kubeadm/tools before after n
 	# make_image hard-links the cached tarball: a new build is a new inode
 	before=$(stat -c %i "$QK_STATE/images/quantykube.tar" 2>/dev/null || true)
+	artifacts_lock
 	build_quantykube "$tools/quantykube" || die "go build ./cmd/quantykube failed"
 	make_quantykube_image || die "scripts/image.sh failed (see above)"
+	artifacts_unlock
 	after=$(stat -c %i "$QK_STATE/images/quantykube.tar")
 	[[ $before == "$after" ]] && return 0
 	log "e2e: the working tree changed since 'up': $QK_QUANTYKUBE_IMAGE rebuilt, loaded into every node and the registry"

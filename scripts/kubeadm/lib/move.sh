@@ -19,7 +19,7 @@ cmd_move() {
 	etcdctl=$(QK_CACHE=$QK_CACHE "$QK_ROOT/scripts/deps.sh" path etcdctl) || die "scripts/deps.sh path etcdctl failed"
 	bench=$(QK_CACHE=$QK_CACHE "$QK_ROOT/scripts/deps.sh" path etcd-benchmark) || die "scripts/deps.sh path etcd-benchmark failed"
 	log "move: install store and undo store on $cp, then faults at every step (go test ./test/move)"
-	(cd "$QK_ROOT" && QK_MOVE_KUBECONFIG=$QK_STATE/kubeconfig QK_MOVE_NODE=$cp QK_MOVE_REQUIRED=true \
+	QK_MOVE_KUBECONFIG=$QK_STATE/kubeconfig QK_MOVE_NODE=$cp QK_MOVE_REQUIRED=true \
 		QK_ETCDCTL=$etcdctl QK_ETCD_BENCHMARK=$bench QK_STORE_BIN=$bin QK_WORKLOAD_IMAGE=$QK_WORKLOAD_IMAGE \
-		go test -count=1 -v -timeout 90m -run "${QK_MOVE_RUN:-.}" ./test/move/)
+		go_test test/move 90m "${QK_MOVE_RUN:-.}"
 }

@@ -25,7 +25,7 @@ cmd_node() {
 	log "node: install runtime and undo runtime on $w and $cp, faults at every step, bad input, restart times with and without the prepull, $cp with its API server on quantykube store (go test ./test/noderuntime)"
 	# The test reaches the nodes through scripts/kubeadm.sh exec: it needs this cluster's parameters.
 	export QK_CLUSTER QK_BRIDGE QK_NODE_NET QK_POD_NET QK_CHAIN QK_STATE QK_CACHE
-	(cd "$QK_ROOT" && QK_NR_KUBECONFIG=$QK_STATE/kubeconfig QK_NR_WORKER=$w QK_NR_CP=$cp QK_NR_REQUIRED=true \
+	QK_NR_KUBECONFIG=$QK_STATE/kubeconfig QK_NR_WORKER=$w QK_NR_CP=$cp QK_NR_REQUIRED=true \
 		QK_NR_BIN=$bin QK_ETCDCTL=$etcdctl QK_NR_MEASURE=${QK_NR_MEASURE:-} QK_WORKLOAD_IMAGE=$QK_WORKLOAD_IMAGE \
-		go test -count=1 -v -timeout 60m -run "${QK_NODE_RUN:-.}" ./test/noderuntime/)
+		go_test test/noderuntime 60m "${QK_NODE_RUN:-.}"
 }

@@ -75,10 +75,15 @@ build_root() {
 	echo "$dir" >"$QK_STATE/host/template-build"
 	if [[ -s $tarball ]]; then
 		log "$label $key: unpacking $tarball"
-		tar -C "$dir/rootfs" --numeric-owner -xpf "$tarball" -I zstd
-		touch "$dir/.complete"
-		rm -f "$QK_STATE/host/template-build"
-		return
+		if tar -C "$dir/rootfs" --numeric-owner -xpf "$tarball" -I zstd; then
+			touch "$dir/.complete"
+			rm -f "$QK_STATE/host/template-build"
+			return
+		fi
+		# a damaged tarball (the disk, a hand edit: packing writes it whole or not at all)
+		log "$label $key: $tarball does not unpack: removed, building it again"
+		rm -rf "$tarball" "$dir/rootfs"
+		mkdir -p "$dir/rootfs"
 	fi
 	local build=$dir/rootfs
 	log "$label $key: debootstrap $QK_DEBIAN_SUITE from $(debian_mirror) (about a minute)"
