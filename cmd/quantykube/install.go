@@ -132,7 +132,7 @@ func (s storeMover) Undo(ctx context.Context, dryRun bool) error {
 
 func newStoreMoveCommand(undo bool) *cobra.Command {
 	p := storemove.DefaultPaths()
-	var name string
+	var name, etcdutl string
 	var modes storeMover
 	hp := hamove.DefaultPaths()
 	haNode := &hamove.Node{}
@@ -151,12 +151,12 @@ func newStoreMoveCommand(undo bool) *cobra.Command {
 		steps := hamove.InstallSteps
 		if undo {
 			steps = hamove.UndoSteps
-			f.StringVar(&hp.Etcdutl, "etcdutl", hp.Etcdutl, "etcd's etcdutl binary, of the cluster's etcd version (--ha replay-to, restore-etcd)")
+			f.StringVar(&etcdutl, "etcdutl", "", "etcd's etcdutl binary, of the cluster's etcd version (default: with --ha replay-to and restore-etcd "+hp.Etcdutl+"; on one control plane the one in the running etcd's image)")
 			f.StringVar(&haNode.Snapshot, "snapshot", "", "--ha restore-etcd: the store snapshot replay-to saved (default: its path under --ha-state-dir)")
 		}
 		f.StringVar(&modes.ha, "ha", "", "one node step of the move of a control plane of several nodes, run on each in the order `--ha status` names: "+strings.Join(steps, ", ")+"; or status")
 		f.StringVar(&hp.StateDir, "ha-state-dir", hp.StateDir, "where the HA move's journals and saved files are kept")
-		f.DurationVar(&haNode.HoldTimeout, "hold-timeout", 5*time.Second, "--ha cutover/cutback: the longest write pause before the transition is abandoned")
+		f.DurationVar(&haNode.HoldTimeout, "hold-timeout", 5*time.Second, "cutover/cutback (undo's cut-back on one control plane too): the longest write pause before the transition is abandoned")
 		if undo {
 			f.BoolVar(&modes.keepEtcd, "keep-etcd", false, "the API server was pointed back at etcd behind QuantyKube's back: keep etcd's data, stop the store and set its data aside (never deleted)")
 		} else {
@@ -164,7 +164,10 @@ func newStoreMoveCommand(undo bool) *cobra.Command {
 			f.BoolVar(&modes.verify, "verify", false, "only check that the state the journal records still holds (exit 1 with what happened and what to do if not); change nothing")
 		}
 	}, func(log *slog.Logger, out io.Writer, faults install.Faults) mover {
-		modes.Mover = &storemove.Mover{Paths: p, Log: log, Out: out, NodeName: name, Faults: faults}
+		modes.Mover = &storemove.Mover{Paths: p, Log: log, Out: out, NodeName: name, Faults: faults, Etcdutl: etcdutl, HoldTimeout: haNode.HoldTimeout}
+		if etcdutl != "" {
+			hp.Etcdutl = etcdutl
+		}
 		sd := hp.StateDir
 		hp.Paths = p
 		hp.StateDir = sd

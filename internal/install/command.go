@@ -139,23 +139,37 @@ func (s *Subject) nothingToDo(op string) {
 	fmt.Fprintf(s.Out, "the %s is not installed; nothing to undo\n", s.Name)
 }
 
-// DryRun prints op's preflight verdict and plan; it changes nothing.
-func (s *Subject) DryRun(ctx context.Context, op string) {
+// DryRun prints op's preflight verdict and plan; it changes nothing. It
+// decides as Execute does: nothing to do when the subject already is where
+// op leads; an interrupted run is finished or put back by the real run
+// before any preflight, so it is named and the preflight left out. A
+// failed preflight is returned after the plan is printed: a dry run of a
+// command that would be refused fails too.
+func (s *Subject) DryRun(ctx context.Context, op string) error {
 	st, err := s.Journal.State()
-	if err == nil && st.Finished != "" {
-		var done bool
-		if done, err = s.settled(ctx, st, op); done {
-			s.nothingToDo(op)
-			return
-		}
-	}
-	if err == nil {
-		err = s.Preflight(ctx, op)
-	}
 	if err != nil {
-		fmt.Fprintf(s.Out, "preflight: %v\n", err)
-	} else {
+		return err
+	}
+	if interrupted := st.Op != "" && st.Finished == ""; interrupted {
+		fmt.Fprintf(s.Out, "preflight: not checked: the journal holds an interrupted %s, which the command finishes or puts back first\n", st.Op)
+		(&Runner{Log: s.Log}).DryRun(s.Out, s.Plan(st.Op))
+		return nil
+	}
+	done, err := s.settled(ctx, st, op)
+	if err != nil {
+		return err
+	}
+	if done {
+		s.nothingToDo(op)
+		return nil
+	}
+	err = s.Preflight(ctx, op)
+	if err == nil {
 		fmt.Fprintln(s.Out, "preflight: ok")
 	}
 	(&Runner{Log: s.Log}).DryRun(s.Out, s.Plan(op))
+	if err != nil {
+		return fmt.Errorf("preflight failed: %w", err)
+	}
+	return nil
 }

@@ -150,7 +150,7 @@ func (h *haCluster) pauseFigure(t *testing.T, tr *haTraffic, tl *haTimeline, key
 		t.Errorf("%s was not seen running and ending: no %s figure", key, what)
 		return
 	}
-	gap, end := tr.writer.longestGap(s.first.Add(-2*time.Second), s.ended.Add(2*time.Second))
+	gap, end := tr.writer().LongestGap(s.first.Add(-2*time.Second), s.ended.Add(2*time.Second))
 	op := strings.Fields(key)[0]
 	held := h.hostLine(h.cps[0], op, step, "writes held")
 	t.Logf("figure: %s: the writer's longest time without an acknowledged write from 2 s before to 2 s after the step (%.1fs) was %v, ending %s; the store: %q",
@@ -177,8 +177,8 @@ func (h *haCluster) logSteps(t *testing.T, tl *haTimeline, tr *haTraffic) {
 		}
 		return "outside every HA step"
 	}
-	if len(tr.writer.acks) > 0 {
-		gap, end := tr.writer.longestGap(tr.writer.acks[0].at, tr.writer.acks[len(tr.writer.acks)-1].at)
+	if acks := tr.writer().Acks(); len(acks) > 0 {
+		gap, end := tr.writer().LongestGap(acks[0].At, acks[len(acks)-1].At)
 		t.Logf("figure: the writer's longest time without an acknowledged write: %v, ending %s (%s)", gap.Round(time.Millisecond), end.UTC().Format("15:04:05.000"), in(end))
 	}
 	for _, s := range []harness.Series{tr.avail.Reads, tr.avail.Writes} {

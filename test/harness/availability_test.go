@@ -122,9 +122,12 @@ func TestProberSeesAnOutage(t *testing.T) {
 		if s.OK < 3 || s.Failed < 3 || len(s.Windows) != 1 {
 			t.Fatalf("%v; want ≥3 ok, ≥3 failed, one window", s)
 		}
-		// the bound above the outage leaves room for a loaded machine's scheduling
-		if s.LongestGap < 300*time.Millisecond || s.LongestGap > 1300*time.Millisecond {
-			t.Fatalf("%s longest gap %v; want the 300ms outage plus at most a second", s.Kind, s.LongestGap)
+		// The bounds leave room for a loaded machine's scheduling: above the
+		// outage, a second; below it, 50ms, as the window's check below (a
+		// call answered just before the flag turned, or just after it turned
+		// back, is stamped when it returns: CI, 7 December, 299.6ms).
+		if s.LongestGap < 250*time.Millisecond || s.LongestGap > 1300*time.Millisecond {
+			t.Fatalf("%s longest gap %v; want the 300ms outage, less 50ms or plus at most a second", s.Kind, s.LongestGap)
 		}
 		if w := s.Windows[0]; w.End.IsZero() || w.Duration(s.End) < 250*time.Millisecond {
 			t.Fatalf("%s window %+v; want closed, about 300ms", s.Kind, w)

@@ -12,7 +12,7 @@ import (
 
 var (
 	installSteps = []string{"copy", "verify", "stop-apiserver", "switch-apiserver", "catch-up", "verify-changes", "start-store", "apiserver-ready", "kubeadm-config", "leaders"}
-	undoSteps    = []string{"kubeadm-config", "save-etcd", "copy-back", "stop-apiserver", "catch-up", "restore-apiserver", "stop-store", "leaders"}
+	undoSteps    = []string{"kubeadm-config", "save-etcd", "snapshot-store", "stop-etcd", "restore-etcd", "start-etcd", "replay-to", "cutback", "stop-apiserver", "restore-apiserver", "stop-store", "leaders"}
 	// commitStep is each plan's commit step: a run killed at its start or
 	// later is finished by the next run, one killed earlier is put back.
 	commitStep = map[string]string{"install": "start-store", "undo": "restore-apiserver"}
@@ -85,7 +85,7 @@ type faultCase struct {
 // failure ("kill+fail"), so one pair of runs checks both the recovery from
 // the kill and the rollback of the failure, and the node stays where it
 // was (a separate kill case would move it and need a move back: two
-// API-server restarts more for each of those 11 steps).
+// API-server restarts more for each of those 15 steps).
 //
 // The other cases are ordered so that each starts where the one before
 // ended: every case that ends on the store (an install killed at or after
@@ -165,9 +165,11 @@ func (c *cluster) installKilledThenFails(t *testing.T, step string) {
 
 // undoKilledThenFails: an undo killed at the start of step (before the
 // commit step) is put back by the rerun, whose fresh undo then fails at the
-// same step and is put back too. The node stays on the store.
+// same step and is put back too. The node stays on the store, etcd as it
+// was.
 func (c *cluster) undoKilledThenFails(t *testing.T, step string) {
 	c.toStore(t)
+	hash, rev := c.etcdHashKV(t, 0)
 	if out, err := c.node("env", "QK_INSTALL_KILL=undo:"+step+":begin", "quantykube", "undo", "store"); err == nil {
 		t.Fatalf("undo was not killed at %s:\n%s", step, out)
 	}
@@ -179,6 +181,17 @@ func (c *cluster) undoKilledThenFails(t *testing.T, step string) {
 		t.Fatal("after a failed undo the API server is not back on the store")
 	}
 	c.serving(t)
+	c.etcdAsBefore(t, hash, rev)
+}
+
+// etcdAsBefore: etcd, which nothing writes while the API server is on the
+// store, answers with the data it had before a rolled-back undo (its
+// previous data dir back in place of the restored one).
+func (c *cluster) etcdAsBefore(t *testing.T, hash string, rev int64) {
+	t.Helper()
+	if h, r := c.etcdHashKV(t, 0); h != hash || r != rev {
+		t.Fatalf("after a rolled-back undo etcd is at revision %d (hash %s), it was at %d (hash %s): its previous data dir is not back", r, h, rev, hash)
+	}
 }
 
 // checkOnEtcd: the API server points at etcd and serves, the store unit is
@@ -248,10 +261,11 @@ func (c *cluster) installKilled(t *testing.T, step string) {
 	}
 }
 
-// undoFailsBack: a failure before undo's commit step puts the node back on
-// the store. Ends on the store.
+// undoFailsBack: a failure before undo's commit step (or at it) puts the
+// node back on the store, etcd as it was. Ends on the store.
 func (c *cluster) undoFailsBack(t *testing.T, step string) {
 	c.toStore(t)
+	hash, rev := c.etcdHashKV(t, 0)
 	out, err := c.node("env", "QK_INSTALL_FAIL=undo:"+step, "quantykube", "undo", "store")
 	if err == nil || !strings.Contains(out, `step "`+step+`" failed`) {
 		t.Fatalf("undo with %s failing: err %v\n%s", step, err, out)
@@ -260,6 +274,7 @@ func (c *cluster) undoFailsBack(t *testing.T, step string) {
 		t.Fatal("after a failed undo the API server is not back on the store")
 	}
 	c.serving(t)
+	c.etcdAsBefore(t, hash, rev)
 }
 
 // undoFailsForward: past undo's commit step the undo is finished by a

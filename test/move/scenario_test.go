@@ -22,8 +22,11 @@ const reactLimit = 30 * time.Second
 // TestMoveStoreAndBack: a loaded cluster moves onto the store with every
 // object and resourceVersion kept and etcd untouched; a watcher from a
 // pre-move resourceVersion misses nothing; new pods get scheduled without
-// restarting anything; then undo brings it back to etcd with the store's
-// writes, etcd's revision past the store's.
+// restarting anything; then undo brings it back to etcd holding exactly the
+// store's keyspace with the store's revisions: a list at the store's last
+// resourceVersion before the undo, served by etcd after it, is the store's
+// list, resourceVersion for resourceVersion, and no object's
+// resourceVersion changed without a write (issue #32).
 func TestMoveStoreAndBack(t *testing.T) {
 	c := setup(t)
 	// Names unique to this run: a rerun on the same cluster must create,
@@ -99,6 +102,7 @@ func TestMoveStoreAndBack(t *testing.T) {
 	})
 	t.Logf("watcher resumed %d times, relisted %d times", w.resumed, w.relisted)
 
+	onStore, storeRV := c.objects(t)
 	out = c.mustNode(t, "quantykube", "undo", "store")
 	t.Logf("undo store:\n%s", out)
 	if !strings.Contains(manifestEtcdServers(t, c), "2379") {
@@ -113,8 +117,57 @@ func TestMoveStoreAndBack(t *testing.T) {
 	if !strings.Contains(out, "etcd-before-undo-") {
 		t.Fatalf("undo did not say where it saved etcd:\n%s", out)
 	}
+	c.sameRevisionsAfterUndo(t, onStore, storeRV)
 	c.createCM(t, name("after-undo"))
 	waitFor(t, "the watcher to see after-undo", 2*time.Minute, func() bool { return w.saw("default/" + name("after-undo")) })
 	c.podRuns(t, name("scheduled-after-undo"))
 	t.Logf("watcher resumed %d times, relisted %d times", w.resumed, w.relisted)
+}
+
+// sameRevisionsAfterUndo checks undo's guarantee against onStore, every
+// ConfigMap and Secret listed on the store at storeRV just before the undo:
+// etcd serves a list at exactly storeRV (not compacted past it) that is the
+// store's, and every object now has the resourceVersion it had on the
+// store, or one above storeRV (a write since); none went down.
+func (c *cluster) sameRevisionsAfterUndo(t *testing.T, onStore map[string]string, storeRV string) {
+	t.Helper()
+	cms, err := c.cs.CoreV1().ConfigMaps("").List(context.Background(), metav1.ListOptions{ResourceVersion: storeRV, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+	if err != nil {
+		t.Fatalf("list ConfigMaps at exactly the store's resourceVersion %s after undo: %v", storeRV, err)
+	}
+	exact, want := 0, 0
+	for k := range onStore {
+		if strings.HasPrefix(k, "cm/") {
+			want++
+		}
+	}
+	for _, o := range cms.Items {
+		k := "cm/" + o.Namespace + "/" + o.Name
+		if onStore[k] != o.ResourceVersion {
+			t.Errorf("%s at resourceVersion %s: etcd has it at %s, the store had %q", k, storeRV, o.ResourceVersion, onStore[k])
+		}
+		exact++
+	}
+	if exact != want {
+		t.Errorf("etcd lists %d ConfigMaps at resourceVersion %s, the store listed %d", exact, storeRV, want)
+	}
+	now, _ := c.objects(t)
+	base, _ := strconv.ParseInt(storeRV, 10, 64)
+	kept, written := 0, 0
+	for k, rv := range onStore {
+		cur, ok := now[k]
+		switch {
+		case !ok:
+			t.Logf("%s (resourceVersion %s on the store) is gone after undo: deleted since", k, rv)
+		case cur == rv:
+			kept++
+		default:
+			n, _ := strconv.ParseInt(cur, 10, 64)
+			if n <= base {
+				t.Errorf("%s: resourceVersion %s on the store, %s after undo, with no write since %s", k, rv, cur, storeRV)
+			}
+			written++
+		}
+	}
+	t.Logf("after undo: etcd lists the store's %d ConfigMaps at resourceVersion %s, revisions identical; %d objects kept their resourceVersion, %d were written since", exact, storeRV, kept, written)
 }

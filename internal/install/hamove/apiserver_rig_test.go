@@ -98,15 +98,17 @@ func apiserverPortOf(m []byte) string {
 	return p
 }
 
-// fakeCRI lists the stand-in's container while it serves; stopping it is
-// the stand-in's own business (the manifest).
+// fakeCRI lists the stand-in's container while it serves, to a request
+// for kube-apiserver's (etcd's members are the rig's processes, with no
+// container); stopping it is the stand-in's own business (the manifest).
 type fakeCRI struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	serving *atomic.Bool
 }
 
-func (f *fakeCRI) ListContainers(context.Context, *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
-	if !f.serving.Load() {
+func (f *fakeCRI) ListContainers(_ context.Context, req *runtimeapi.ListContainersRequest) (*runtimeapi.ListContainersResponse, error) {
+	name := req.GetFilter().GetLabelSelector()["io.kubernetes.container.name"]
+	if !f.serving.Load() || (name != "" && name != "kube-apiserver") {
 		return &runtimeapi.ListContainersResponse{}, nil
 	}
 	return &runtimeapi.ListContainersResponse{Containers: []*runtimeapi.Container{{Id: "kube-apiserver-stand-in", State: runtimeapi.ContainerState_CONTAINER_RUNNING,

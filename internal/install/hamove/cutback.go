@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quantyroot/quantykube/internal/install"
+	"github.com/quantyroot/quantykube/internal/install/etcdrestore"
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 )
 
@@ -60,7 +61,7 @@ func (n *Node) waitReplayLevel(ctx context.Context) error {
 	err = wait.PollUntilContextTimeout(ctx, poll, replayLevelTimeout, true, func(ctx context.Context) (bool, error) {
 		for _, m := range ms {
 			u, _ := url.Parse(m.ClientURL)
-			if !listening(u.Host) {
+			if !etcdrestore.Listening(u.Host) {
 				last = "etcd member " + m.Name + " does not answer"
 				return false, nil
 			}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/quantyroot/quantykube/internal/install"
+	"github.com/quantyroot/quantykube/internal/install/etcdrestore"
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 )
 
@@ -135,8 +136,8 @@ func (n *Node) apiserversOn(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-// transition runs a cut-over or cut-back through the local member; a hold
-// the store abandoned (the replay did not level in time) is retried.
+// transition runs a cut-over or cut-back through the local member
+// (etcdrestore.Transition) and keeps its write pause in LastPause.
 func (n *Node) transition(op string) func(context.Context) error {
 	return func(ctx context.Context) error {
 		a, err := n.admin()
@@ -144,31 +145,11 @@ func (n *Node) transition(op string) func(context.Context) error {
 			return err
 		}
 		defer a.Close()
-		var last error
-		for attempt := 1; attempt <= 3; attempt++ {
-			cctx, cancel := context.WithTimeout(ctx, time.Minute+n.HoldTimeout)
-			var res *api.TransitionResult
-			if op == "cutover" {
-				res, err = a.Cutover(cctx, api.TransitionRequest{Timeout: n.HoldTimeout})
-			} else {
-				res, err = a.Cutback(cctx, api.TransitionRequest{Timeout: n.HoldTimeout})
-			}
-			cancel()
-			if err == nil {
-				switch {
-				case res.AlreadyDone:
-					fmt.Fprintf(n.Out, "  %s was done before: the store is %s\n", op, res.Mode)
-				case res.Pause != nil:
-					fmt.Fprintf(n.Out, "  %s at revision %d: writes held %v; the store is %s\n", op, res.Pause.Revision, res.Pause.Duration.Round(time.Millisecond), res.Mode)
-					n.LastPause = res.Pause
-				}
-				return nil
-			}
-			last = err
-			n.Log.Warn("transition refused, retrying", "op", op, "attempt", attempt, "err", err)
-			time.Sleep(time.Second)
+		p, err := etcdrestore.Transition(ctx, a, op, n.HoldTimeout, n.Out, n.Log)
+		if p != nil {
+			n.LastPause = p
 		}
-		return fmt.Errorf("%s: %w", op, last)
+		return err
 	}
 }
 

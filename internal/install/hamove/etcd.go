@@ -3,20 +3,14 @@ package hamove
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/quantyroot/quantykube/internal/install"
+	"github.com/quantyroot/quantykube/internal/install/etcdrestore"
 	"github.com/quantyroot/quantykube/internal/install/staticpod"
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 )
@@ -64,63 +58,12 @@ func (n *Node) saveEtcdDo(ctx context.Context) error {
 	return nil
 }
 
-// etcdStopTimeout bounds the wait for a stopped etcd member's port to close.
-const etcdStopTimeout = 90 * time.Second
-
 func (n *Node) stopEtcdDo(ctx context.Context) error {
-	cur, err := os.ReadFile(n.Paths.etcdManifest())
-	switch {
-	case err == nil:
-		if err := os.MkdirAll(filepath.Dir(n.Paths.savedEtcdManifest()), 0o700); err != nil {
-			return err
-		}
-		if err := staticpod.WriteAtomic(n.Paths.savedEtcdManifest(), cur, 0o600); err != nil {
-			return err
-		}
-		if err := os.Remove(n.Paths.etcdManifest()); err != nil {
-			return fmt.Errorf("move etcd's manifest out: %w", err)
-		}
-	case errors.Is(err, os.ErrNotExist):
-		if _, err := os.Stat(n.Paths.savedEtcdManifest()); err != nil {
-			return fmt.Errorf("etcd's manifest is neither in %s nor saved at %s", n.Paths.Manifests, n.Paths.savedEtcdManifest())
-		}
-	default:
-		return err
-	}
-	err = wait.PollUntilContextTimeout(ctx, poll, etcdStopTimeout, true, func(ctx context.Context) (bool, error) {
-		return !listening(n.Paths.localEtcdAddr()), nil
-	})
-	if wait.Interrupted(err) && ctx.Err() == nil {
-		return fmt.Errorf("etcd still listens on %s %v after its manifest was removed", n.Paths.localEtcdAddr(), etcdStopTimeout)
-	}
-	return err
+	return etcdrestore.Stop(ctx, n.Paths.Kubelet(), n.Paths.etcdManifest(), n.Paths.savedEtcdManifest(), n.Paths.localEtcdAddr())
 }
 
-func listening(addr string) bool {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
-}
-
-// startEtcdDo puts etcd's saved manifest back (kubelet starts the member).
-// A manifest still in place was never moved out (stop-etcd saves it before
-// it removes it): it is left alone, as the saved copy may be an earlier
-// undo's, older than the one kubeadm keeps now.
 func (n *Node) startEtcdDo(ctx context.Context) error {
-	if _, err := os.Stat(n.Paths.etcdManifest()); err == nil {
-		return nil
-	}
-	saved, err := os.ReadFile(n.Paths.savedEtcdManifest())
-	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("etcd's manifest is neither in %s nor saved at %s", n.Paths.Manifests, n.Paths.savedEtcdManifest())
-	}
-	if err != nil {
-		return err
-	}
-	return staticpod.WriteAtomic(n.Paths.etcdManifest(), saved, 0o600)
+	return etcdrestore.Start(n.Paths.etcdManifest(), n.Paths.savedEtcdManifest())
 }
 
 // replayedSnapshot is the store snapshot replay-to saves; restore-etcd on
@@ -155,7 +98,7 @@ func (n *Node) replayToPreflight(ctx context.Context) error {
 	}
 	for _, m := range ms {
 		u, _ := url.Parse(m.ClientURL)
-		if listening(u.Host) {
+		if etcdrestore.Listening(u.Host) {
 			return fmt.Errorf("etcd member %s still runs (%s): run `quantykube undo store --ha %s` on its node first", m.Name, m.ClientURL, StepStopEtcd)
 		}
 	}
@@ -164,53 +107,10 @@ func (n *Node) replayToPreflight(ctx context.Context) error {
 
 // checkEtcdutl refuses an etcdutl that is missing, or of another etcd
 // minor version than the cluster's etcd (its image's tag, in the manifest
-// stop-etcd saved): a snapshot restored by another minor version's etcdutl
-// may not open in the cluster's etcd.
+// stop-etcd saved).
 func (n *Node) checkEtcdutl(ctx context.Context) error {
-	if _, err := exec.LookPath(n.Paths.Etcdutl); err != nil {
-		return fmt.Errorf("etcdutl not found at %s (%v): copy etcd's etcdutl, of the cluster's etcd version, there or pass --etcdutl (the operator's image carries one)", n.Paths.Etcdutl, err)
-	}
-	m, err := os.ReadFile(n.Paths.savedEtcdManifest())
-	if err != nil {
-		return nil // stop-etcd's own preflight asks for it
-	}
-	cluster, ok := imageMinor(m)
-	if !ok {
-		return nil // not a version tag: nothing to compare
-	}
-	out, err := exec.CommandContext(ctx, n.Paths.Etcdutl, "version").Output()
-	if err != nil {
-		return fmt.Errorf("%s version: %w", n.Paths.Etcdutl, err)
-	}
-	have, ok := etcdutlMinor(out)
-	if ok && have != cluster {
-		return fmt.Errorf("%s is etcd %s's etcdutl, the cluster runs etcd %s: pass --etcdutl with etcd %s's etcdutl", n.Paths.Etcdutl, have, cluster, cluster)
-	}
-	return nil
-}
-
-var (
-	imageTagRE = regexp.MustCompile(`(?m)^[\s-]*image:\s*"?[^"\s]*:v?(\d+\.\d+)\.\d+`)
-	etcdutlRE  = regexp.MustCompile(`etcdutl version:\s*v?(\d+\.\d+)\.\d+`)
-)
-
-// imageMinor is MAJOR.MINOR of the etcd image a static pod manifest runs
-// (registry.k8s.io/etcd:3.6.5-0 → 3.6).
-func imageMinor(manifest []byte) (string, bool) {
-	m := imageTagRE.FindSubmatch(manifest)
-	if m == nil {
-		return "", false
-	}
-	return string(m[1]), true
-}
-
-// etcdutlMinor is MAJOR.MINOR of `etcdutl version`'s output.
-func etcdutlMinor(out []byte) (string, bool) {
-	m := etcdutlRE.FindSubmatch(out)
-	if m == nil {
-		return "", false
-	}
-	return string(m[1]), true
+	m, _ := os.ReadFile(n.Paths.savedEtcdManifest()) // missing: stop-etcd's own preflight asks for it
+	return etcdrestore.CheckEtcdutl(ctx, n.Paths.Etcdutl, m)
 }
 
 // replayRecord is what replay-to recorded: the snapshot and its revision.
@@ -245,17 +145,7 @@ func (n *Node) snapshotStoreDo(ctx context.Context) error {
 
 // snapshotRevision is the revision of a snapshot file (etcdutl's status).
 func (n *Node) snapshotRevision(ctx context.Context, path string) (int64, error) {
-	out, err := exec.CommandContext(ctx, n.Paths.Etcdutl, "snapshot", "status", path, "-w", "json").Output()
-	if err != nil {
-		return 0, fmt.Errorf("etcdutl snapshot status %s: %w", path, err)
-	}
-	var st struct {
-		Revision int64 `json:"revision"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil || st.Revision == 0 {
-		return 0, fmt.Errorf("etcdutl snapshot status %s printed %q (%v)", path, out, err)
-	}
-	return st.Revision, nil
+	return etcdrestore.SnapshotRevision(ctx, n.Paths.Etcdutl, path)
 }
 
 func (n *Node) readReplayRecord() (replayRecord, error) {
@@ -281,10 +171,8 @@ func (n *Node) replayToDo(ctx context.Context) error {
 		return err
 	}
 	defer a.Close()
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, err := a.ReplayTo(cctx, api.ReplayToRequest{Target: n.etcdPeer(ms), Revision: rec.Revision}); err != nil {
-		return fmt.Errorf("replay-to: %w", err)
+	if err := etcdrestore.ReplayTo(ctx, a, n.etcdPeer(ms), rec.Revision); err != nil {
+		return err
 	}
 	fmt.Fprintf(n.Out, "  the store replays onto etcd from revision %d; run `quantykube undo store --ha %s` on every control-plane node (each fetches %s from here)\n", rec.Revision, StepRestoreEtcd, rec.Snapshot)
 	return nil
@@ -296,10 +184,7 @@ func (n *Node) replayStopDo(ctx context.Context) error {
 		return err
 	}
 	defer a.Close()
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	_, err = a.ReplayTo(cctx, api.ReplayToRequest{Stop: true})
-	return err
+	return etcdrestore.StopReplay(ctx, a)
 }
 
 func (n *Node) restoreEtcdPlan() *install.Plan {
@@ -327,7 +212,7 @@ func (n *Node) restoreEtcdPreflight(ctx context.Context) error {
 	if _, err := os.Stat(n.Paths.savedEtcdManifest()); err != nil {
 		return fmt.Errorf("etcd's manifest was not saved by stop-etcd on this node: run `quantykube undo store --ha %s` here first", StepStopEtcd)
 	}
-	if listening(n.Paths.localEtcdAddr()) {
+	if etcdrestore.Listening(n.Paths.localEtcdAddr()) {
 		return fmt.Errorf("etcd runs on this node (%s answers); restore-etcd restores a stopped member: run `quantykube undo store --ha %s` here first", n.Paths.localEtcdAddr(), StepStopEtcd)
 	}
 	st, err := n.mirrorStatus(ctx)
@@ -374,75 +259,31 @@ func (n *Node) haveSnapshot(ctx context.Context, want int64) (bool, error) {
 
 func (p Paths) asideFile() string { return filepath.Join(p.stepDir(StepRestoreEtcd), "aside.path") }
 
-func (n *Node) restoreEtcdDo(ctx context.Context) error {
-	dir := n.facts.EtcdDataDir
-	aside, err := os.ReadFile(n.Paths.asideFile())
-	if errors.Is(err, os.ErrNotExist) {
-		aside = []byte(fmt.Sprintf("%s.before-undo-%s", dir, time.Now().UTC().Format("20060102T150405Z")))
-		if err := os.MkdirAll(n.Paths.stepDir(StepRestoreEtcd), 0o700); err != nil {
-			return err
-		}
-		if err := staticpod.WriteAtomic(n.Paths.asideFile(), aside, 0o600); err != nil {
-			return err
-		}
-	} else if err != nil {
-		return err
-	}
-	if _, err := os.Stat(string(aside)); errors.Is(err, os.ErrNotExist) {
-		if err := os.Rename(dir, string(aside)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("set etcd's data dir aside: %w", err)
-		}
-	}
+// restore is restore-etcd's restore of the local member from the store's
+// snapshot, with every member of etcd's cluster as it was.
+func (n *Node) restore(ctx context.Context) (etcdrestore.Restore, error) {
+	r := etcdrestore.Restore{Etcdutl: n.Paths.Etcdutl, Snapshot: n.snapshotFile(), AsideFile: n.Paths.asideFile(),
+		Member: etcdrestore.Member{Name: n.facts.Name, DataDir: n.facts.EtcdDataDir, PeerURL: n.facts.EtcdPeerURL, Token: n.facts.EtcdToken}}
 	ms, err := n.etcdMembers(ctx)
 	if err != nil {
-		return err
+		return r, err
 	}
-	var ic []string
 	for _, m := range ms {
-		ic = append(ic, m.Name+"="+m.PeerURL)
+		r.InitialCluster = append(r.InitialCluster, m.Name+"="+m.PeerURL)
 	}
-	tmp := dir + ".restoring"
-	if err := os.RemoveAll(tmp); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(dir); err != nil { // a restore cut short by a crash
-		return err
-	}
-	out, err := exec.CommandContext(ctx, n.Paths.Etcdutl, "snapshot", "restore", n.snapshotFile(), "--name", n.facts.Name,
-		"--data-dir", tmp, "--initial-cluster", strings.Join(ic, ","), "--initial-cluster-token", n.facts.EtcdToken,
-		"--initial-advertise-peer-urls", n.facts.EtcdPeerURL).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("etcdutl snapshot restore: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	leases, err := restoredLeaseTTLs(tmp)
+	return r, nil
+}
+
+func (n *Node) restoreEtcdDo(ctx context.Context) error {
+	r, err := n.restore(ctx)
 	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return fmt.Errorf("move the restored data dir into place: %w", err)
-	}
-	fmt.Fprintf(n.Out, "  %d leases get their full TTL, at least %d s, from etcd's first election (the snapshot had the time they had left)\n", leases, restoredLeaseGrace)
-	fmt.Fprintf(n.Out, "  etcd member %s restored into %s (the old data dir is %s)\n", n.facts.Name, dir, aside)
-	return nil
+	return r.Do(ctx, n.Out)
 }
 
 // unrestoreEtcdDo puts the set-aside data dir back.
 func (n *Node) unrestoreEtcdDo(ctx context.Context) error {
-	aside, err := os.ReadFile(n.Paths.asideFile())
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(string(aside)); err != nil {
-		return nil // not set aside yet, or put back already
-	}
-	if err := os.RemoveAll(n.facts.EtcdDataDir); err != nil {
-		return err
-	}
-	if err := os.Rename(string(aside), n.facts.EtcdDataDir); err != nil {
-		return fmt.Errorf("put etcd's data dir back: %w", err)
-	}
-	return os.Remove(n.Paths.asideFile())
+	r := etcdrestore.Restore{AsideFile: n.Paths.asideFile(), Member: etcdrestore.Member{DataDir: n.facts.EtcdDataDir}}
+	return r.Undo()
 }

@@ -127,7 +127,8 @@ func (n *Node) def(step string) (stepDef, error) {
 // of the step first, does nothing if the step is done, refuses (one line,
 // nothing written) when the cluster is not where the step belongs, and
 // otherwise runs the step's plan. With dryRun it prints the preflight
-// verdict and the plan with each step's impact, changing nothing.
+// verdict and the plan with each step's impact, changing nothing; a failed
+// preflight is its error.
 func (n *Node) Run(ctx context.Context, step string, dryRun bool) error {
 	n.defaults()
 	d, err := n.def(step)
@@ -148,17 +149,19 @@ func (n *Node) Run(ctx context.Context, step string, dryRun bool) error {
 	}
 	done := st.Finished == install.EventDone && !stale
 	if dryRun {
+		var refused error
 		switch {
 		case done:
 			fmt.Fprintf(n.Out, "%s is done on %s; nothing to do\n", step, n.facts.Name)
 		default:
-			if err := d.preflight(ctx); err != nil {
-				fmt.Fprintf(n.Out, "preflight: %v\n", err)
-			} else {
+			if refused = d.preflight(ctx); refused == nil {
 				fmt.Fprintln(n.Out, "preflight: ok")
 			}
 		}
 		(&install.Runner{Log: n.Log}).DryRun(n.Out, d.plan())
+		if refused != nil {
+			return fmt.Errorf("preflight failed: %w", refused)
+		}
 		return nil
 	}
 	if os.Geteuid() != 0 {

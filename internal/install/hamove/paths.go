@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/quantyroot/quantykube/internal/install/etcdrestore"
 	"github.com/quantyroot/quantykube/internal/install/staticpod"
 	"github.com/quantyroot/quantykube/internal/install/storemove"
 )
@@ -135,29 +136,11 @@ func (p Paths) loadFacts() (Facts, error) {
 }
 
 // factsOf reads Facts from kubeadm's etcd manifest.
-func factsOf(m []byte) (Facts, error) {
-	var f Facts
-	var ok bool
-	if f.Name, ok = staticpod.Flag(m, "name"); !ok {
-		return f, errors.New("no --name flag; it is not kubeadm's etcd manifest")
+func factsOf(manifest []byte) (Facts, error) {
+	m, err := etcdrestore.MemberOf(manifest)
+	if err != nil {
+		return Facts{}, err
 	}
-	adv, ok := staticpod.Flag(m, "advertise-client-urls")
-	if !ok {
-		return f, errors.New("no --advertise-client-urls flag; it is not kubeadm's etcd manifest")
-	}
-	u, err := url.Parse(strings.Split(adv, ",")[0])
-	if err != nil || u.Hostname() == "" {
-		return f, fmt.Errorf("--advertise-client-urls=%q is not a URL", adv)
-	}
-	f.Address = u.Hostname()
-	if f.EtcdDataDir, ok = staticpod.Flag(m, "data-dir"); !ok {
-		f.EtcdDataDir = "/var/lib/etcd"
-	}
-	if f.EtcdPeerURL, ok = staticpod.Flag(m, "initial-advertise-peer-urls"); !ok {
-		return f, errors.New("no --initial-advertise-peer-urls flag; it is not kubeadm's etcd manifest")
-	}
-	if f.EtcdToken, ok = staticpod.Flag(m, "initial-cluster-token"); !ok {
-		f.EtcdToken = "etcd-cluster"
-	}
-	return f, nil
+	u, _ := url.Parse(m.ClientURL) // MemberOf checked it
+	return Facts{Name: m.Name, Address: u.Hostname(), EtcdDataDir: m.DataDir, EtcdPeerURL: m.PeerURL, EtcdToken: m.Token}, nil
 }

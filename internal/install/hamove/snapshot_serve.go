@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quantyroot/quantykube/internal/install/etcdrestore"
 	"github.com/quantyroot/quantykube/internal/install/storemove"
 	"github.com/quantyroot/quantykube/internal/install/systemd"
 )
@@ -175,7 +176,7 @@ func (n *Node) serveSnapshotDo(ctx context.Context) error {
 	// Serving before the step is done: the other nodes' restore-etcd may
 	// start the moment replay-to is.
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if listening(n.snapshotListen()) {
+		if etcdrestore.Listening(n.snapshotListen()) {
 			fmt.Fprintf(n.Out, "  the snapshot is served to the other control-plane nodes on %s until cutback\n", n.snapshotListen())
 			return nil
 		}

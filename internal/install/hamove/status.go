@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/quantyroot/quantykube/internal/install/etcdrestore"
 	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 )
 
@@ -69,7 +70,7 @@ func (n *Node) Status(ctx context.Context, undo bool) (*Status, error) {
 	}
 	for _, m := range ms {
 		u, _ := url.Parse(m.ClientURL)
-		ns := NodeStatus{Name: m.Name, Etcd: listening(u.Host), APIServer: on[m.Name]}
+		ns := NodeStatus{Name: m.Name, Etcd: etcdrestore.Listening(u.Host), APIServer: on[m.Name]}
 		peer := "https://" + m.Host() + ":" + n.Paths.PeerPort
 		for _, sm := range sms {
 			ns.Member = ns.Member || (sm.PeerURL == peer && sm.Started)

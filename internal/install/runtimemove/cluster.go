@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -65,6 +66,34 @@ func listNodePods(ctx context.Context, cs *kubernetes.Clientset, node string) (*
 		}
 	}
 	return out, nil
+}
+
+// notDrained is the refusal of a node where pods other than static and
+// DaemonSet pods run — what `install runtime --dry-run` prints before a
+// drain: the pods a drain evicts, and those of them whose emptyDir data it
+// deletes (kubectl drain refuses those without --delete-emptydir-data).
+// The emptyDir test is kubectl's (k8s.io/kubectl/pkg/drain's
+// localStorageFilter: an emptyDir volume; finished pods are not in others),
+// written out here because kubectl's filters also read each DaemonSet, which
+// the node's own credentials (kubelet.conf) may not.
+func notDrained(node string, others []corev1.Pod) error {
+	var withData []corev1.Pod
+	for _, p := range others {
+		if slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.EmptyDir != nil }) {
+			withData = append(withData, p)
+		}
+	}
+	names := podNames(others)
+	if len(names) > 5 {
+		names = append(names[:5], fmt.Sprintf("and %d more", len(names)-5))
+	}
+	drain := "kubectl drain " + node + " --ignore-daemonsets"
+	data := ""
+	if len(withData) > 0 {
+		data = fmt.Sprintf(" (the drain deletes the emptyDir data of %s)", strings.Join(podNames(withData), ", "))
+		drain += " --delete-emptydir-data"
+	}
+	return fmt.Errorf("node %s is not drained: %s still run there%s; run `%s` first", node, strings.Join(names, ", "), data, drain)
 }
 
 func podNames(ps []corev1.Pod) []string {

@@ -136,18 +136,19 @@ func (m *Mover) Preflight(ctx context.Context) error {
 }
 
 // Install moves the kubelet onto quantykube runtime. With dryRun it prints
-// the plan and changes nothing.
+// the preflight verdict and the plan and changes nothing; a failed preflight
+// is its error.
 func (m *Mover) Install(ctx context.Context, dryRun bool) error {
 	m.defaults()
 	if m.NoPrepull && m.Paths.ImageArchives != "" {
 		return fmt.Errorf("--image-archives %s is only read by the prepull, which --no-prepull skips: drop one of the two flags", m.Paths.ImageArchives)
 	}
 	if dryRun {
-		m.subject().DryRun(ctx, "install")
-		if m.meta != nil {
+		err := m.subject().DryRun(ctx, "install")
+		if err == nil && m.meta != nil {
 			fmt.Fprintf(m.Out, "node %s on %s at %s, cgroup driver %s\n", m.meta.Node, m.meta.OldRuntime, m.meta.OldEndpoint, m.meta.CgroupDriver)
 		}
-		return nil
+		return err
 	}
 	ran, err := m.subject().Execute(ctx, "install")
 	if err != nil || !ran {

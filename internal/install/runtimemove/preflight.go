@@ -100,11 +100,7 @@ func (p Paths) preflight(ctx context.Context, node string, beforeDrain bool) (*m
 		return nil, fmt.Errorf("%v; is --node-name right?", err)
 	}
 	if len(pods.Other) > 0 && !beforeDrain {
-		names := podNames(pods.Other)
-		if len(names) > 5 {
-			names = append(names[:5], fmt.Sprintf("and %d more", len(names)-5))
-		}
-		return nil, fmt.Errorf("node %s is not drained: %s still run there; run `kubectl drain %s --ignore-daemonsets` first", node, strings.Join(names, ", "), node)
+		return nil, notDrained(node, pods.Other)
 	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, node, metaGet)
 	if err != nil {

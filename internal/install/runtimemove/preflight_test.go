@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	rtconfig "github.com/quantyroot/quantykube/internal/runtime/config"
@@ -59,5 +61,29 @@ func TestCheckLayerFSWalksUp(t *testing.T) {
 	// path that does not exist yet must not fail.
 	if err := checkLayerFS(filepath.Join(t.TempDir(), "a", "b")); err != nil && !strings.Contains(err.Error(), "overlayfs") {
 		t.Fatal(err)
+	}
+}
+
+// TestNotDrained: the refusal (and so `install runtime --dry-run` on a node
+// not drained yet) names the pods a drain evicts and those whose emptyDir
+// data it deletes, and the kubectl drain that allows it.
+func TestNotDrained(t *testing.T) {
+	pod := func(name string, emptyDir bool) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+		p.Spec.Volumes = []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}}}
+		if emptyDir {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}
+		return p
+	}
+	got := notDrained("w1", []corev1.Pod{pod("b", true), pod("a", false)}).Error()
+	want := "node w1 is not drained: default/a, default/b still run there (the drain deletes the emptyDir data of default/b); run `kubectl drain w1 --ignore-daemonsets --delete-emptydir-data` first"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	got = notDrained("w1", []corev1.Pod{pod("a", false)}).Error()
+	want = "node w1 is not drained: default/a still run there; run `kubectl drain w1 --ignore-daemonsets` first"
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }

@@ -13,9 +13,8 @@ import (
 func (m *Mover) Undo(ctx context.Context, dryRun bool) error {
 	m.defaults()
 	if dryRun {
-		m.meta, _ = m.Paths.readMeta()
-		(&install.Runner{Log: m.Log}).DryRun(m.Out, m.undoPlan())
-		return nil
+		m.meta, _ = m.Paths.readMeta() // the plan names the old runtime; the preflight reads it again
+		return m.subject().DryRun(ctx, "undo")
 	}
 	ran, err := m.subject().Execute(ctx, "undo")
 	if err != nil || !ran {

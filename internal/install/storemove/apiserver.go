@@ -5,19 +5,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
-	"regexp"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/util/wait"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/quantyroot/quantykube/internal/install/staticpod"
 )
@@ -69,83 +62,17 @@ func WaitReady(ctx context.Context, port string, timeout time.Duration) error {
 	return err
 }
 
-// criEndpoint is the kubelet's container runtime endpoint.
-func (p Paths) criEndpoint() string {
-	if b, err := os.ReadFile(p.KubeletCfg); err == nil {
-		if m := regexp.MustCompile(`(?m)^containerRuntimeEndpoint:\s*"?([^"\s]+)`).FindSubmatch(b); m != nil {
-			return string(m[1])
-		}
-	}
-	if b, err := os.ReadFile("/var/lib/kubelet/kubeadm-flags.env"); err == nil {
-		if m := regexp.MustCompile(`--container-runtime-endpoint=([^"\s]+)`).FindSubmatch(b); m != nil {
-			return string(m[1])
-		}
-	}
-	return "unix:///run/containerd/containerd.sock"
-}
-
-// runningAPIServers lists the running kube-apiserver containers through the CRI.
-func runningAPIServers(ctx context.Context, endpoint string) (runtimeapi.RuntimeServiceClient, []string, func(), error) {
-	target := endpoint
-	if !strings.HasPrefix(target, "unix://") {
-		target = "unix://" + target
-	}
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("connect to the container runtime at %s: %w", endpoint, err)
-	}
-	rt := runtimeapi.NewRuntimeServiceClient(conn)
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := rt.ListContainers(cctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{
-		State:         &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING},
-		LabelSelector: map[string]string{"io.kubernetes.container.name": "kube-apiserver", "io.kubernetes.pod.namespace": "kube-system"},
-	}})
-	if err != nil {
-		conn.Close()
-		return nil, nil, nil, fmt.Errorf("list containers at %s: %w", endpoint, err)
-	}
-	var ids []string
-	for _, c := range resp.Containers {
-		ids = append(ids, c.Id)
-	}
-	return rt, ids, func() { conn.Close() }, nil
-}
-
-// removeAPIServerSandboxes stops and removes the kube-apiserver pod
-// sandboxes (their containers have exited), as kubelet's own cleanup would,
-// and returns the UIDs of their pods.
-func removeAPIServerSandboxes(ctx context.Context, rt runtimeapi.RuntimeServiceClient) []string {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	resp, err := rt.ListPodSandbox(cctx, &runtimeapi.ListPodSandboxRequest{Filter: &runtimeapi.PodSandboxFilter{
-		LabelSelector: map[string]string{"component": "kube-apiserver", "io.kubernetes.pod.namespace": "kube-system"},
-	}})
-	if err != nil {
-		slog.Debug("list the old API server sandboxes", "err", err)
-		return nil
-	}
-	var uids []string
-	for _, sb := range resp.Items {
-		if sb.Metadata != nil && sb.Metadata.Uid != "" {
-			uids = append(uids, sb.Metadata.Uid)
-		}
-		// Best effort: kubelet cleans the sandbox up itself, only slower.
-		if _, err := rt.StopPodSandbox(cctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
-			slog.Debug("stop the old API server sandbox", "id", sb.Id, "err", err)
-		}
-		if _, err := rt.RemovePodSandbox(cctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: sb.Id}); err != nil {
-			slog.Debug("remove the old API server sandbox", "id", sb.Id, "err", err)
-		}
-	}
-	return uids
+// Kubelet is this node's kubelet, for stopping its static pods.
+func (p Paths) Kubelet() staticpod.Kubelet {
+	return staticpod.KubeletAt(p.KubeletCfg, "/var/lib/kubelet/kubeadm-flags.env", p.CgroupRoot)
 }
 
 // StopAPIServer removes the API server manifest from kubelet's directory
 // (the original is kept at saveTo first) and waits until the API server is
-// gone: /readyz fails and no kube-apiserver container runs. kube-apiserver
-// can linger for its whole grace period on SIGTERM with watches open, so
-// after a short wait its container is stopped through the CRI.
+// gone and forgotten by kubelet (staticpod.Kubelet.WaitStopped): /readyz
+// fails and no kube-apiserver container runs. kube-apiserver can linger for
+// its whole grace period on SIGTERM with watches open, so after
+// apiserverStopGrace its container is stopped through the CRI.
 func (p Paths) StopAPIServer(ctx context.Context, saveTo string, port string) error {
 	cur, err := os.ReadFile(p.APIServerManifest())
 	switch {
@@ -163,86 +90,13 @@ func (p Paths) StopAPIServer(ctx context.Context, saveTo string, port string) er
 	default:
 		return err
 	}
-	start := time.Now()
-	endpoint := p.criEndpoint()
-	var oldPods []string
-	err = wait.PollUntilContextTimeout(ctx, apiserverPoll, apiserverStopTimeout, true, func(ctx context.Context) (bool, error) {
-		ready := APIServerReady(ctx, port)
-		rt, ids, done, err := runningAPIServers(ctx, endpoint)
-		if err != nil {
-			return false, err
-		}
-		defer done()
-		if !ready && len(ids) == 0 {
-			// kubelet starts a changed static pod of the same name only once
-			// the old pod is cleaned up, which it takes ~14 s to do by
-			// itself; removing the stopped sandbox now cuts that to ~1 s.
-			oldPods = removeAPIServerSandboxes(ctx, rt)
-			return true, nil
-		}
-		if time.Since(start) > apiserverStopGrace {
-			for _, id := range ids {
-				if _, err := rt.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
-					slog.Debug("stop the API server container through the CRI", "id", id, "err", err)
-				}
-			}
-		}
-		return false, nil
+	return p.Kubelet().WaitStopped(ctx, staticpod.Stopped{
+		Component: "kube-apiserver",
+		Up:        func(ctx context.Context) bool { return APIServerReady(ctx, port) },
+		Poll:      apiserverPoll,
+		Grace:     apiserverStopGrace,
+		Timeout:   apiserverStopTimeout,
 	})
-	if wait.Interrupted(err) && ctx.Err() == nil {
-		return fmt.Errorf("the API server is still running %v after its manifest was removed", apiserverStopTimeout)
-	}
-	if err != nil {
-		return err
-	}
-	p.waitPodsForgotten(ctx, oldPods)
-	return nil
-}
-
-// podForgetTimeout bounds waitPodsForgotten: past it kubelet starts the new
-// pod after its back-off anyway, only later.
-const podForgetTimeout = 30 * time.Second
-
-// waitPodsForgotten waits until kubelet is done with the old API server
-// pods. kubelet starts a static pod only once the pod worker of the one it
-// replaces (same name) has finished; one it sees before that is put back
-// for the pod workers' back-off (10–15 s): measured here, a manifest
-// written 0.4 s after the old sandbox was removed started its pod 10.7 s
-// later. The last thing kubelet does for a finished pod is remove its pod
-// cgroup (kubelet's syncTerminatedPod), so that is what is waited for.
-// Best effort: on timeout the move goes on.
-func (p Paths) waitPodsForgotten(ctx context.Context, uids []string) {
-	if len(uids) == 0 {
-		return
-	}
-	err := wait.PollUntilContextTimeout(ctx, apiserverPoll, podForgetTimeout, true, func(context.Context) (bool, error) {
-		for _, uid := range uids {
-			if podCgroupExists(p.CgroupRoot, uid) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		slog.Info("kubelet still holds the old API server pod; it will start the new one after its back-off", "pods", uids, "err", err)
-	}
-}
-
-// podCgroupExists reports whether kubelet's cgroup of pod uid exists under
-// root (/sys/fs/cgroup): cgroup v1 or v2, cgroupfs or systemd driver,
-// any QoS class (kubepods/burstable/pod<uid>,
-// kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice).
-func podCgroupExists(root, uid string) bool {
-	for _, id := range []string{uid, strings.ReplaceAll(uid, "-", "_")} {
-		for _, controller := range []string{"", "/*"} {
-			for _, qos := range []string{"", "/*"} {
-				if m, _ := filepath.Glob(root + controller + "/kubepods*" + qos + "/*pod" + id + "*"); len(m) > 0 {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // StartAPIServer puts manifest into kubelet's directory atomically and waits

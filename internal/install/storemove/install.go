@@ -19,6 +19,7 @@ import (
 	"github.com/quantyroot/quantykube/internal/install"
 	"github.com/quantyroot/quantykube/internal/install/staticpod"
 	"github.com/quantyroot/quantykube/internal/install/systemd"
+	"github.com/quantyroot/quantykube/internal/store/mirror/api"
 	"github.com/quantyroot/quantykube/internal/store/mvcc"
 )
 
@@ -36,6 +37,11 @@ type Mover struct {
 	ReadyTimeout time.Duration
 	// Faults injects failures for tests (install.FaultsFromEnv); nil in production.
 	Faults install.Faults
+	// Etcdutl is etcd's etcdutl, of the cluster's etcd version, for undo
+	// (default: the one in the running etcd's image, found through /proc).
+	Etcdutl string
+	// HoldTimeout bounds undo's cut-back write pause (default 5 s).
+	HoldTimeout time.Duration
 
 	// state carried between the steps of one run
 	manifest   []byte // the original (etcd) manifest
@@ -46,19 +52,24 @@ type Mover struct {
 	copier     *Copier
 	followStop context.CancelFunc
 	followDone chan error
-	// undo's copy-back: the clients and the follower it leaves running
-	back                *backCopier
-	backStore, backEtcd *clientv3.Client
-	finalRev            int64
-	stopped             time.Time
-	copyStats           CopyStats
-	Downtime            time.Duration
+	finalRev   int64
+	stopped    time.Time
+	copyStats  CopyStats
+	// undo: where etcdutl is taken from (preflight), the revision of the
+	// store's snapshot etcd is restored from, the cut-back's write pause
+	etcdutlFrom string
+	snapRev     int64
+	pause       *api.Pause
+	Downtime    time.Duration
 }
 
 // defaults fills what the caller left unset.
 func (m *Mover) defaults() {
 	if m.ReadyTimeout == 0 {
 		m.ReadyTimeout = 3 * time.Minute
+	}
+	if m.HoldTimeout == 0 {
+		m.HoldTimeout = 5 * time.Second
 	}
 }
 
@@ -90,6 +101,9 @@ func (m *Mover) load() error {
 	m.manifest, _ = os.ReadFile(m.Paths.savedManifest())
 	m.port = APIServerPort(m.manifest)
 	m.endpoint, _ = staticpod.Flag(m.manifest, "etcd-servers")
+	if rec, err := m.readSnapshotRecord(); err == nil {
+		m.snapRev = rec.Revision // an undo's, for its closing line
+	}
 	return nil
 }
 
@@ -104,7 +118,7 @@ func (m *Mover) preflight(ctx context.Context, op string) error {
 		if len(m.manifest) == 0 {
 			return fmt.Errorf("the original API server manifest %s is missing; cannot go back to etcd safely", m.Paths.savedManifest())
 		}
-		return nil
+		return m.preflightUndo(ctx)
 	}
 	if err := m.refuseNewerData(ctx); err != nil {
 		return err
@@ -121,12 +135,12 @@ func (m *Mover) preflight(ctx context.Context, op string) error {
 }
 
 // Install moves the API server from etcd onto the store. With dryRun it
-// prints the plan and changes nothing.
+// prints the preflight verdict and the plan and changes nothing; a failed
+// preflight is its error.
 func (m *Mover) Install(ctx context.Context, dryRun bool) error {
 	m.defaults()
 	if dryRun {
-		m.subject().DryRun(ctx, install.OpInstall)
-		return nil
+		return m.subject().DryRun(ctx, install.OpInstall)
 	}
 	defer m.closeAll()
 	ran, err := m.subject().Execute(ctx, install.OpInstall)
@@ -140,13 +154,6 @@ func (m *Mover) Install(ctx context.Context, dryRun bool) error {
 
 func (m *Mover) closeAll() {
 	m.stopFollow()
-	m.back = nil
-	for _, c := range []**clientv3.Client{&m.backStore, &m.backEtcd} {
-		if *c != nil {
-			(*c).Close()
-			*c = nil
-		}
-	}
 	if m.store != nil {
 		m.store.Close()
 		m.store = nil

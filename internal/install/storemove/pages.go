@@ -78,7 +78,6 @@ func (p *pageSizer) read(kvs []*mvccpb.KeyValue) {
 type pager struct {
 	cli   *clientv3.Client
 	rev   int64 // 0 until the first page is read: then its revision
-	buf   []*mvccpb.KeyValue
 	from  []byte
 	done  bool // the last page was read
 	sizer pageSizer
@@ -111,22 +110,3 @@ func (p *pager) page(ctx context.Context) ([]*mvccpb.KeyValue, error) {
 	}
 	return resp.Kvs, nil
 }
-
-// peek returns the next key-value of the walk without taking it (nil at
-// the end).
-func (p *pager) peek(ctx context.Context) (*mvccpb.KeyValue, error) {
-	for len(p.buf) == 0 && !p.done {
-		kvs, err := p.page(ctx)
-		if err != nil {
-			return nil, err
-		}
-		p.buf = kvs
-	}
-	if len(p.buf) == 0 {
-		return nil, nil
-	}
-	return p.buf[0], nil
-}
-
-// next takes the key-value peek returned.
-func (p *pager) next() { p.buf = p.buf[1:] }

@@ -24,8 +24,7 @@ import (
 func (m *Mover) Reattach(ctx context.Context, dryRun bool) error {
 	m.defaults()
 	if dryRun {
-		m.subject().DryRun(ctx, install.OpReattach)
-		return nil
+		return m.subject().DryRun(ctx, install.OpReattach)
 	}
 	defer m.closeAll()
 	ran, err := m.subject().Execute(ctx, install.OpReattach)
@@ -40,8 +39,7 @@ func (m *Mover) Reattach(ctx context.Context, dryRun bool) error {
 // behind QuantyKube's back: the store stops, its data is set aside.
 func (m *Mover) Release(ctx context.Context, dryRun bool) error {
 	if dryRun {
-		m.subject().DryRun(ctx, install.OpRelease)
-		return nil
+		return m.subject().DryRun(ctx, install.OpRelease)
 	}
 	_, err := m.subject().Execute(ctx, install.OpRelease)
 	return err

@@ -6,12 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/quantyroot/quantykube/internal/install"
+	"github.com/quantyroot/quantykube/internal/install/etcdrestore"
 	"github.com/quantyroot/quantykube/internal/install/staticpod"
 	"github.com/quantyroot/quantykube/internal/install/systemd"
 )
@@ -20,137 +19,69 @@ import (
 func (m *Mover) Undo(ctx context.Context, dryRun bool) error {
 	m.defaults()
 	if dryRun {
-		m.subject().DryRun(ctx, install.OpUndo)
-		return nil
+		return m.subject().DryRun(ctx, install.OpUndo)
 	}
 	defer m.closeAll()
 	ran, err := m.subject().Execute(ctx, install.OpUndo)
 	if err != nil || !ran {
 		return err
 	}
-	fmt.Fprintf(m.Out, "undone: the API server runs on etcd again (%s); API-server downtime %v; the store's data is kept in %s\n",
-		m.endpoint, m.Downtime.Round(time.Millisecond), m.Paths.DataDir)
+	pause := "none (done before)"
+	if m.pause != nil {
+		pause = m.pause.Duration.Round(time.Millisecond).String()
+	}
+	fmt.Fprintf(m.Out, "undone: the API server runs on etcd again (%s), which holds the store's keys with the store's revisions (restored at %d, replayed since); cut-back write pause %s; API-server downtime %v; the store's data is kept in %s\n",
+		m.endpoint, m.snapRev, pause, m.Downtime.Round(time.Millisecond), m.Paths.DataDir)
 	return nil
 }
 
-// undoPlan moves the data back while the API server still serves the store
-// (save-etcd, copy-back), so the downtime (stop-apiserver to
-// restore-apiserver) covers only the last few revisions, however long the
-// cluster lived on the store.
+// undoPlan gives etcd the store's keyspace with the store's own revisions,
+// as the HA undo does (docs/adr/005, docs/adr/202): etcd is restored from
+// the store's etcd-format snapshot at revision S0 and the store replays
+// every later revision onto it, one for one, while the API server serves
+// the store; the cut-back makes the store a mirror of etcd (writes held for
+// the last few revisions, then forwarded to etcd). Only then is the API
+// server switched back: its downtime (stop-apiserver to restore-apiserver)
+// is its own restart, with nothing to copy. Nothing is ever written into
+// etcd but the store's own revisions: no raise, no compaction, so no
+// client sees a resourceVersion change without a write.
+//
+// The commit step is restore-apiserver, as before: a failure before it
+// puts everything back, the cut-back too (a cut-over makes the store the
+// owner again, taking etcd's revisions since), etcd's previous data dir
+// included.
 func (m *Mover) undoPlan() *install.Plan {
 	return &install.Plan{Op: install.OpUndo, Steps: []install.Step{
 		{Name: "kubeadm-config", Impact: "none: kubeadm's ClusterConfiguration names etcd again (byte for byte when nothing else changed it)",
 			Do: m.restoreClusterConfigDo, Undo: m.recordStoreDo},
-		{Name: "save-etcd", Impact: "none: a snapshot of etcd is saved under the state dir before anything is written into it",
+		{Name: "save-etcd", Impact: "none: a snapshot of etcd as it is (it served nothing since the move) is saved under the state dir",
 			Do: m.saveEtcdDo},
-		{Name: "copy-back", Impact: "none: while the API server serves the store, etcd is made to hold the store's keys and follows its changes; etcd's revision is raised past the store's",
-			Do: m.copyBackDo},
+		{Name: "snapshot-store", Impact: "none: etcd's etcdutl is copied under the state dir; a snapshot of the store (etcd's format) is saved there and its revision read",
+			Do: m.snapshotStoreDo},
+		{Name: "stop-etcd", Impact: "none for clients (the API server serves the store): etcd stops, its manifest kept under the state dir",
+			Do: m.stopEtcdDo, Undo: m.startEtcdDo},
+		{Name: "restore-etcd", Impact: "none for clients: etcd's data dir is set aside (kept) and restored from the store's snapshot with etcd's member name, peer URL and token",
+			Do: m.restoreEtcdDo, Undo: m.unrestoreEtcdDo},
+		{Name: "start-etcd", Impact: "none for clients: etcd starts, at the snapshot's revision",
+			Do: m.startEtcdDo, Undo: m.stopEtcdDo},
+		{Name: "replay-to", Impact: "none for clients: the store replays its revisions since the snapshot onto etcd, one for one, until etcd is close",
+			Do: m.replayToDo, Undo: m.replayStopDo},
+		{Name: "cutback", Impact: "writes pause (held, not failed) while etcd applies the store's last revisions; the store becomes a mirror of etcd and forwards writes to it",
+			Do: m.cutbackDo, Undo: m.cutbackUndo},
 		{Name: "stop-apiserver", Impact: "the API server stops: requests fail until restore-apiserver",
 			Do: m.undoStopDo, Undo: m.undoStopUndo},
-		{Name: "catch-up", Impact: "API server down: the store's last changes (a few revisions) reach etcd; etcd's revision ends above the store's and is compacted there",
-			Do: m.undoCatchUpDo},
-		{Name: "restore-apiserver", Commit: true, Impact: "the API server starts again on etcd: its manifest as before the move (or as kubeadm re-rendered it since), --etcd-servers back on etcd",
+		{Name: "restore-apiserver", Commit: true, Impact: "the API server starts again on etcd: its manifest as before the move (or as kubeadm re-rendered it since), --etcd-servers back on etcd; nothing to copy",
 			Do: m.restoreDo, Undo: m.restoreUndo},
 		{Name: "stop-store", Impact: "none: the quantykube-store unit stops and is disabled; its data stays for inspection",
-			Do: m.removeUnit},
+			Do: m.stopStoreDo},
 		m.leadersStep(),
 	}}
 }
 
-func (m *Mover) dialBoth() (store, etcd *clientv3.Client, err error) {
-	if store, err = m.Paths.Dial(StoreURL); err != nil {
-		return nil, nil, err
-	}
-	if etcd, err = m.Paths.Dial(m.endpoint); err != nil {
-		store.Close()
-		return nil, nil, err
-	}
-	return store, etcd, nil
-}
-
 // saveEtcdDo saves a snapshot of etcd (etcd's own format, restorable with
-// `etcdutl snapshot restore`) before undo writes into it.
+// `etcdutl snapshot restore`) before undo replaces its data dir.
 func (m *Mover) saveEtcdDo(ctx context.Context) error {
-	return m.Paths.saveAndPrune(ctx, m.Out, m.endpoint, "etcd-before-undo", "etcd, before undo writes into it,")
-}
-
-// copyBackDo makes etcd hold the store's keys as of the store's current
-// revision, starts following the store's later changes into etcd, and
-// raises etcd's revision to the store's, all while the API server serves.
-func (m *Mover) copyBackDo(ctx context.Context) error {
-	var err error
-	if m.backStore, m.backEtcd, err = m.dialBoth(); err != nil {
-		return err
-	}
-	rev, err := m.currentRevision(ctx, m.backStore)
-	if err != nil {
-		return err
-	}
-	start := time.Now()
-	b := newBackCopier(m.backStore, m.backEtcd)
-	puts, dels, err := b.Merge(ctx, rev)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(m.Out, "  etcd holds the store's keys as of revision %d: %d written, %d deleted in %v\n", rev, puts, dels, time.Since(start).Round(time.Millisecond))
-	m.back = b
-	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.followStop, m.followDone = cancel, make(chan error, 1)
-	go func() { m.followDone <- b.Follow(fctx) }()
-	return m.raiseWhileServing(ctx)
-}
-
-// raiseWhileServing raises etcd's revision to the store's. The store moves
-// on meanwhile (the API server writes a few revisions a second), so it
-// chases it until etcd is level; catch-up, with the API server stopped,
-// then has only the last few revisions left to cover.
-func (m *Mover) raiseWhileServing(ctx context.Context) error {
-	start := time.Now()
-	from, err := m.currentRevision(ctx, m.backEtcd)
-	if err != nil {
-		return err
-	}
-	var total int64
-	for {
-		target, err := m.currentRevision(ctx, m.backStore)
-		if err != nil {
-			return err
-		}
-		now, n, err := raiseEtcd(ctx, m.backEtcd, target)
-		total += n
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			fmt.Fprintf(m.Out, "  etcd raised from revision %d to %d (%d writes in %v) while the API server served the store at %d\n",
-				from, now, total, time.Since(start).Round(time.Millisecond), target)
-			return m.compactWhileServing(ctx, now)
-		}
-	}
-}
-
-// compactWhileServing compacts etcd at rev, physically, while the API server
-// still serves the store: nothing reads etcd's history below the revision the
-// undo ends at, and a compaction's cost grows with the revisions below it (the
-// raise writes one per revision: half a million revisions took ~10 s to
-// compact), so catch-up's own compaction, in the downtime, covers only the
-// last few.
-func (m *Mover) compactWhileServing(ctx context.Context, rev int64) error {
-	t0 := time.Now()
-	if _, err := m.backEtcd.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(rpctypes.Error(err), rpctypes.ErrCompacted) {
-		return fmt.Errorf("compact etcd at %d: %w", rev, err)
-	}
-	fmt.Fprintf(m.Out, "  etcd compacted at %d in %v while the API server served the store\n", rev, time.Since(t0).Round(time.Millisecond))
-	return nil
-}
-
-// currentRevision is the revision of the etcd API cli talks to.
-func (m *Mover) currentRevision(ctx context.Context, cli *clientv3.Client) (int64, error) {
-	resp, err := cli.Get(ctx, "health")
-	if err != nil {
-		return 0, fmt.Errorf("read the revision of %v: %w", cli.Endpoints(), err)
-	}
-	return resp.Header.Revision, nil
+	return m.Paths.saveAndPrune(ctx, m.Out, m.endpoint, "etcd-before-undo", "etcd, before undo restores it from the store,")
 }
 
 func (m *Mover) undoStopDo(ctx context.Context) error {
@@ -177,106 +108,6 @@ func (m *Mover) undoStopUndo(ctx context.Context) error {
 		return fmt.Errorf("read the saved store manifest: %w", err)
 	}
 	return m.Paths.StartAPIServer(ctx, cur, 3*time.Minute)
-}
-
-// catchUpRounds bounds undoCatchUpDo's rounds: each one that finds the
-// stopped store past the revision it copied lost a race with one lease
-// expiry (a second or so), so a third is already unlikely.
-const catchUpRounds = 5
-
-// undoCatchUpDo, with the API server stopped, brings etcd level with the
-// store's last revision R: through the follower started by copy-back (a
-// few revisions), or, in a run that recovers from a crash, by a merge at R.
-// The store then stops: with no client it still changes by itself when one
-// of its leases expires (the API server's 15 s master lease, while the API
-// server restarts on etcd), and a revision past R would be one no undo
-// copied. So it is stopped here and its revision read from disk; if a
-// lease expired in between, it is started and caught up again. Then etcd's
-// revision is raised above R and compacted there. A rollback from here
-// (undoStopUndo) starts the store again.
-func (m *Mover) undoCatchUpDo(ctx context.Context) error {
-	var rev int64
-	for round := 1; ; round++ {
-		r, err := m.catchUpRound(ctx)
-		if err != nil {
-			return err
-		}
-		if err := systemd.Stop(ctx, UnitName); err != nil {
-			return err
-		}
-		onDisk := m.storeRevision(ctx)
-		if onDisk == r {
-			rev = r
-			break
-		}
-		if round == catchUpRounds {
-			return fmt.Errorf("the store kept changing after its API server stopped (revision %d after %d copied, %d times); something else writes to it", onDisk, r, round)
-		}
-		fmt.Fprintf(m.Out, "  the store moved on to revision %d while it stopped (a lease expired); copying that too\n", onDisk)
-		if err := systemd.Start(ctx, UnitName); err != nil {
-			return err
-		}
-		if err := m.waitStore(ctx); err != nil {
-			return err
-		}
-	}
-	etcd, err := m.Paths.Dial(m.endpoint)
-	if err != nil {
-		return err
-	}
-	defer etcd.Close()
-	final, err := sealEtcd(ctx, etcd, rev)
-	if err != nil {
-		return err
-	}
-	h, err := m.Paths.readHandover()
-	if err != nil {
-		return err
-	}
-	h.UndoneAt = rev
-	if err := m.Paths.writeHandover(h); err != nil {
-		return err
-	}
-	m.finalRev = rev
-	fmt.Fprintf(m.Out, "  etcd holds the store's revision %d; etcd's revision is %d, compacted there\n", rev, final)
-	return nil
-}
-
-// catchUpRound makes etcd hold the store's keys at the store's current
-// revision, which it returns.
-func (m *Mover) catchUpRound(ctx context.Context) (int64, error) {
-	store, etcd, err := m.dialBoth()
-	if err != nil {
-		return 0, err
-	}
-	defer store.Close()
-	defer etcd.Close()
-	rev, err := m.currentRevision(ctx, store)
-	if err != nil {
-		return 0, err
-	}
-	return rev, m.catchUpBack(ctx, store, etcd, rev)
-}
-
-// catchUpBack makes etcd hold the store's keys at its final revision rev.
-func (m *Mover) catchUpBack(ctx context.Context, store, etcd *clientv3.Client, rev int64) error {
-	if m.back != nil {
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := m.back.CatchUp(cctx, rev)
-		cancel()
-		m.stopFollow()
-		if err == nil {
-			fmt.Fprintf(m.Out, "  the store's last changes are in etcd (revision %d)\n", rev)
-			return nil
-		}
-		m.Log.Warn("following the store fell behind; merging instead", "err", err)
-	}
-	puts, dels, err := newBackCopier(store, etcd).Merge(ctx, rev)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(m.Out, "  etcd holds the store's keys as of revision %d: %d written, %d deleted\n", rev, puts, dels)
-	return nil
 }
 
 // restoreDo starts the API server on etcd again with the manifest it ran on
@@ -325,10 +156,58 @@ func (m *Mover) restoreUndo(ctx context.Context) error {
 	return m.Paths.StopAPIServer(ctx, m.Paths.savedManifest()+".undo", m.port)
 }
 
+// stopFollow ends install's follower of etcd, if it runs.
 func (m *Mover) stopFollow() {
 	if m.followStop != nil {
 		m.followStop()
 		<-m.followDone
 		m.followStop = nil
 	}
+}
+
+// stopStoreDo stops the store (a mirror of etcd since the cut-back),
+// records its last revision as the one this undo gave etcd (install's
+// refuseNewerData refuses a data dir that moved past it), and disables
+// its unit; the data dir stays.
+func (m *Mover) stopStoreDo(ctx context.Context) error {
+	if systemd.Active(ctx, UnitName) {
+		if err := systemd.Stop(ctx, UnitName); err != nil {
+			return err
+		}
+	}
+	rev := m.storeRevision(ctx)
+	if rev < 0 {
+		return fmt.Errorf("read the stopped store's revision from %s", m.Paths.DataDir)
+	}
+	h, err := m.Paths.readHandover()
+	if err != nil {
+		return err
+	}
+	h.UndoneAt = rev
+	if err := m.Paths.writeHandover(h); err != nil {
+		return err
+	}
+	m.finalRev = rev
+	fmt.Fprintf(m.Out, "  the store stopped at revision %d, etcd's\n", rev)
+	if err := m.forgetAside(); err != nil {
+		return err
+	}
+	if err := m.pruneAside(); err != nil {
+		return err
+	}
+	return m.removeUnit(ctx)
+}
+
+// pruneAside keeps the newest keepSnapshots of etcd's data dirs set aside
+// by undos (each undo also saved etcd as a snapshot, pruned alike).
+func (m *Mover) pruneAside() error {
+	r, err := m.etcdRestore()
+	if err != nil {
+		return err
+	}
+	removed, err := etcdrestore.PruneAside(r.Member.DataDir, keepSnapshots)
+	if len(removed) > 0 {
+		fmt.Fprintf(m.Out, "  older set-aside etcd data dirs removed (the newest %d are kept): %s\n", keepSnapshots, strings.Join(removed, ", "))
+	}
+	return err
 }

@@ -1,4 +1,4 @@
-package hamove
+package etcdrestore
 
 import (
 	"fmt"
@@ -10,29 +10,29 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// restoredLeaseGrace is the least time a restored lease has from etcd's
+// RestoredLeaseGrace is the least time a restored lease has from etcd's
 // first election after the restore: the replay must reach etcd and renew
 // the lease within it. kube-apiserver's endpoint leases have a TTL of 15 s;
 // on the CI cluster the replay reached the restored etcd 16.3 s after its
 // election (its client in gRPC's reconnect back-off), and etcd expired
 // them: revisions the store never made.
-const restoredLeaseGrace = 120
+const RestoredLeaseGrace = 120
 
-// restoredLeaseTTLs sets the time every lease of a restored etcd data dir
+// RestoredLeaseTTLs sets the time every lease of a restored etcd data dir
 // has from etcd's first election: the store's snapshot records the time
 // each lease had left when it was taken, and etcd counts it from its
 // election after the restore — seconds, in a restore that takes tens of
 // seconds — so etcd would expire a lease the store still keeps alive before
 // the replay reaches etcd and renews it (a divergence: seen twice on the
 // cluster). A lease gets its full TTL (RemainingTTL 0, what etcd gives every
-// lease after any leader change), or restoredLeaseGrace if its TTL is
+// lease after any leader change), or RestoredLeaseGrace if its TTL is
 // shorter. The store's own expiry, replayed as a revoke, still ends a lease
 // whose holder is gone. The cost: etcd 3.6 without lease checkpoints keeps
 // that remaining time for the lease's life (a renewal and a new leader give
 // it again), so a short-lived lease nobody renews after the cut-back
-// outlives its TTL by up to restoredLeaseGrace; kube-apiserver replaces its
+// outlives its TTL by up to RestoredLeaseGrace; kube-apiserver replaces its
 // endpoint leases every minute.
-func restoredLeaseTTLs(dataDir string) (int, error) {
+func RestoredLeaseTTLs(dataDir string) (int, error) {
 	path := filepath.Join(dataDir, "member", "snap", "db")
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
@@ -53,8 +53,8 @@ func restoredLeaseTTLs(dataDir string) (int, error) {
 				return fmt.Errorf("lease %x: %w", k, err)
 			}
 			want := int64(0)
-			if l.TTL < restoredLeaseGrace {
-				want = restoredLeaseGrace
+			if l.TTL < RestoredLeaseGrace {
+				want = RestoredLeaseGrace
 			}
 			if l.RemainingTTL == want {
 				return nil

@@ -1,4 +1,4 @@
-package storemove
+package staticpod
 
 import (
 	"os"
@@ -17,16 +17,16 @@ func TestPodCgroupExists(t *testing.T) {
 		"kubepods.slice/kubepods-pod" + uid + ".slice",                                        // v2, systemd, Guaranteed
 	} {
 		root := t.TempDir()
-		if podCgroupExists(root, uid) {
+		if PodCgroupExists(root, uid) {
 			t.Fatalf("%s: found before it exists", layout)
 		}
 		if err := os.MkdirAll(filepath.Join(root, layout), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if !podCgroupExists(root, uid) {
+		if !PodCgroupExists(root, uid) {
 			t.Errorf("%s: not found", layout)
 		}
-		if podCgroupExists(root, "1b0b261e53d5290827a79b46a0da2cb9") {
+		if PodCgroupExists(root, "1b0b261e53d5290827a79b46a0da2cb9") {
 			t.Errorf("%s: another pod's uid found", layout)
 		}
 	}

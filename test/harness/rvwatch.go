@@ -1,4 +1,4 @@
-package e2e
+package harness
 
 import (
 	"context"
@@ -12,10 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 )
 
-// A rvWatcher is one client watching one resource through the load
-// balancer for the whole move and undo, the way a controller's reflector
+// An RVWatcher is one client watching one resource for the whole move and
+// undo, the way a controller's reflector
 // does: a quorum list, then a watch from the list's resourceVersion with
 // bookmarks; a watch that ends or fails is opened again from the last
 // resourceVersion seen; only "410 Gone" (that history is no longer served:
@@ -28,7 +29,7 @@ import (
 // Each object version seen (an event, or an item of a relist) is kept, and
 // each relist's span of resourceVersions (last seen, relist] is kept: the
 // versions written inside it need not have been seen as events.
-type rvWatcher struct {
+type RVWatcher struct {
 	what  string
 	list  func(ctx context.Context) (rv string, items []metav1.Object, err error)
 	watch func(ctx context.Context, rv string) (watch.Interface, error)
@@ -46,9 +47,9 @@ type rvWatcher struct {
 	done      sync.WaitGroup
 }
 
-// start lists and starts watching; it returns once the first list
+// Start lists and starts watching; it returns once the first list
 // succeeded, or its error after a minute.
-func (w *rvWatcher) start() error {
+func (w *RVWatcher) Start() error {
 	w.seen = map[string]bool{}
 	ctx, cancel := context.WithCancel(context.Background())
 	w.stop = cancel
@@ -69,7 +70,7 @@ func (w *rvWatcher) start() error {
 	return nil
 }
 
-func (w *rvWatcher) run(ctx context.Context) {
+func (w *RVWatcher) run(ctx context.Context) {
 	defer w.done.Done()
 	for ctx.Err() == nil {
 		gone := w.watchOnce(ctx)
@@ -88,7 +89,7 @@ func (w *rvWatcher) run(ctx context.Context) {
 
 // watchOnce watches from the last resourceVersion until the watch ends;
 // it reports whether that history is gone (a relist is due).
-func (w *rvWatcher) watchOnce(ctx context.Context) (gone bool) {
+func (w *RVWatcher) watchOnce(ctx context.Context) (gone bool) {
 	w.mu.Lock()
 	from := strconv.FormatInt(w.last, 10)
 	w.reopened++
@@ -116,7 +117,7 @@ func (w *rvWatcher) watchOnce(ctx context.Context) (gone bool) {
 	return false
 }
 
-func (w *rvWatcher) event(typ watch.EventType, obj runtime.Object) {
+func (w *RVWatcher) event(typ watch.EventType, obj runtime.Object) {
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		w.fail(fmt.Errorf("a %s event of %T: %w", typ, obj, err))
@@ -145,7 +146,7 @@ func (w *rvWatcher) event(typ watch.EventType, obj runtime.Object) {
 }
 
 // relist lists again (quorum); the answer must not be below what was seen.
-func (w *rvWatcher) relist(ctx context.Context, first bool) error {
+func (w *RVWatcher) relist(ctx context.Context, first bool) error {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	rvs, items, err := w.list(lctx)
@@ -174,7 +175,7 @@ func (w *rvWatcher) relist(ctx context.Context, first bool) error {
 	return nil
 }
 
-func (w *rvWatcher) fail(err error) {
+func (w *RVWatcher) fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.errors++; w.firstErr == "" {
@@ -182,31 +183,43 @@ func (w *rvWatcher) fail(err error) {
 	}
 }
 
-// lastRV is the newest resourceVersion the watcher has seen.
-func (w *rvWatcher) lastRV() int64 {
+// LastRV is the newest resourceVersion the watcher has seen.
+func (w *RVWatcher) LastRV() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last
 }
 
-// Stop ends the watch.
-func (w *rvWatcher) Stop() {
-	w.stop()
+// Stop ends the watch. Idempotent.
+func (w *RVWatcher) Stop() {
+	if w.stop != nil {
+		w.stop()
+	}
 	w.done.Wait()
 }
 
-// missed is the acknowledged writes the watcher saw neither as an event
+// Backwards is every time the watch went backwards (a violation).
+func (w *RVWatcher) Backwards() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.backwards...)
+}
+
+// What names the watch in messages.
+func (w *RVWatcher) What() string { return w.what }
+
+// Missed is the acknowledged writes the watcher saw neither as an event
 // nor in a relist, leaving out those inside a relist's span (excused).
-func (w *rvWatcher) missed(acks []ack) (missed []ack, excused int) {
+func (w *RVWatcher) Missed(acks []Ack) (missed []Ack, excused int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, a := range acks {
-		if w.seen[a.name+"@"+strconv.FormatInt(a.rv, 10)] {
+		if w.seen[a.Name+"@"+strconv.FormatInt(a.RV, 10)] {
 			continue
 		}
 		in := false
 		for _, s := range w.relists {
-			in = in || (a.rv > s[0] && a.rv <= s[1])
+			in = in || (a.RV > s[0] && a.RV <= s[1])
 		}
 		if in {
 			excused++
@@ -217,8 +230,8 @@ func (w *rvWatcher) missed(acks []ack) (missed []ack, excused int) {
 	return missed, excused
 }
 
-// summary is one line of what the watcher saw.
-func (w *rvWatcher) summary() string {
+// Summary is one line of what the watcher saw.
+func (w *RVWatcher) Summary() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := fmt.Sprintf("%s: %d events up to resourceVersion %d, the watch opened again %d times after it ended, %d relists, %d errors", w.what, w.events, w.last, w.reopened-1, len(w.relists), w.errors)
@@ -226,4 +239,47 @@ func (w *rvWatcher) summary() string {
 		s += " (first: " + w.firstErr + ")"
 	}
 	return s
+}
+
+// ConfigMapWatcher watches the ConfigMaps of namespace ns.
+func ConfigMapWatcher(cs kubernetes.Interface, ns string) *RVWatcher {
+	return &RVWatcher{
+		what: "raw watch of the writer's ConfigMaps",
+		list: func(ctx context.Context) (string, []metav1.Object, error) {
+			l, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return "", nil, fmt.Errorf("list ConfigMaps in %s: %w", ns, err)
+			}
+			items := make([]metav1.Object, len(l.Items))
+			for i := range l.Items {
+				items[i] = &l.Items[i]
+			}
+			return l.ResourceVersion, items, nil
+		},
+		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return cs.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		},
+	}
+}
+
+// LeaseWatcher watches every Lease in the cluster (the kubelets', the
+// controllers' and the API servers' own heartbeats).
+func LeaseWatcher(cs kubernetes.Interface) *RVWatcher {
+	return &RVWatcher{
+		what: "raw watch of every Lease",
+		list: func(ctx context.Context) (string, []metav1.Object, error) {
+			l, err := cs.CoordinationV1().Leases("").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return "", nil, fmt.Errorf("list Leases: %w", err)
+			}
+			items := make([]metav1.Object, len(l.Items))
+			for i := range l.Items {
+				items[i] = &l.Items[i]
+			}
+			return l.ResourceVersion, items, nil
+		},
+		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return cs.CoordinationV1().Leases("").Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		},
+	}
 }

@@ -1,8 +1,8 @@
-package hamove
+package etcdrestore
 
 import "testing"
 
-// The etcd minor versions checkEtcdutl compares: the cluster's from its
+// The etcd minor versions CheckEtcdutl compares: the cluster's from its
 // etcd image tag (kubeadm's and the harness's shapes), etcdutl's from its
 // `version` output; a manifest without a version tag is not compared.
 func TestEtcdMinorVersions(t *testing.T) {
@@ -16,8 +16,8 @@ func TestEtcdMinorVersions(t *testing.T) {
 		{"    image: example.com/etcd@sha256:abc\n", "", false},
 		{"    image: localhost:5000/etcd:latest\n", "", false},
 	} {
-		if got, ok := imageMinor([]byte(c.manifest)); got != c.want || ok != c.ok {
-			t.Errorf("imageMinor(%q) = %q, %v; want %q, %v", c.manifest, got, ok, c.want, c.ok)
+		if got, ok := ImageMinor([]byte(c.manifest)); got != c.want || ok != c.ok {
+			t.Errorf("ImageMinor(%q) = %q, %v; want %q, %v", c.manifest, got, ok, c.want, c.ok)
 		}
 	}
 	if got, ok := etcdutlMinor([]byte("etcdutl version: 3.6.16\nAPI version: 3.6\n")); got != "3.6" || !ok {

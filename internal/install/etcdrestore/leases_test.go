@@ -1,4 +1,4 @@
-package hamove
+package etcdrestore
 
 import (
 	"os"
@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// TestRestoredLeaseTTLs: a short lease gets restoredLeaseGrace from etcd's
+// TestRestoredLeaseTTLs: a short lease gets RestoredLeaseGrace from etcd's
 // election, a long one its full TTL, whatever time the snapshot recorded.
 func TestRestoredLeaseTTLs(t *testing.T) {
 	dir := t.TempDir()
@@ -40,15 +40,15 @@ func TestRestoredLeaseTTLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := restoredLeaseTTLs(dir); err != nil || n != 2 {
-		t.Fatalf("restoredLeaseTTLs: %d leases changed, %v; want 2, nil", n, err)
+	if n, err := RestoredLeaseTTLs(dir); err != nil || n != 2 {
+		t.Fatalf("RestoredLeaseTTLs: %d leases changed, %v; want 2, nil", n, err)
 	}
 	db, err = bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	want := map[string]int64{"a": restoredLeaseGrace, "b": 0}
+	want := map[string]int64{"a": RestoredLeaseGrace, "b": 0}
 	_ = db.View(func(tx *bolt.Tx) error {
 		for k, w := range want {
 			var l leasepb.Lease
