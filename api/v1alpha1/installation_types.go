@@ -27,6 +27,7 @@ const (
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
 // +kubebuilder:printcolumn:name="Undo",type=boolean,JSONPath=`.spec.undo`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`
+// +kubebuilder:printcolumn:name="Retry",type=string,JSONPath=`.status.failed.retry`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Installation struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -58,6 +59,42 @@ type InstallationSpec struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +optional
 	NodeTimeout *metav1.Duration `json:"nodeTimeout,omitempty"`
+
+	// StoreTimeout bounds the store step (one host run of install or undo
+	// store; on several control planes every node step of the HA move
+	// together). Past it the step fails; a one-control-plane move is then
+	// rolled back by undo store, as a node past spec.nodeTimeout is by its
+	// own undo. It must be positive.
+	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	StoreTimeout *metav1.Duration `json:"storeTimeout,omitempty"`
+
+	// Drain is how a node is drained before its runtime moves (both ways).
+	// +optional
+	Drain DrainSpec `json:"drain,omitempty"`
+
+	// Retry asks for a retry of a Failed installation: set it to any value
+	// other than status.observedRetry (raise it by one). The retry resumes
+	// the failed run where status.failed.retryStep says; kubectl get's
+	// Retry column says what it will do. A value is acted on once: the
+	// operator records it in status.observedRetry in the same write that
+	// starts the retried step.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Retry int64 `json:"retry,omitempty"`
+}
+
+// DrainSpec is how a node is drained: as kubectl drain --ignore-daemonsets
+// does, with kubectl's own pod filters.
+type DrainSpec struct {
+	// DeleteEmptyDirData lets the drain evict pods with emptyDir volumes,
+	// deleting that data, as kubectl drain --delete-emptydir-data does.
+	// False (kubectl's default): a node running such a pod is refused
+	// before it is cordoned, with the pods named; nothing is changed.
+	// +optional
+	DeleteEmptyDirData bool `json:"deleteEmptyDirData,omitempty"`
 }
 
 // RuntimeSpec selects nodes for QuantyKube's runtime.
@@ -75,13 +112,20 @@ type InstallationStatus struct {
 	// ObservedGeneration is the spec generation the phase refers to.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ObservedRetry is the spec.retry the operator has seen: written with
+	// observedGeneration when a run starts or fails. A spec.retry equal to
+	// it asks for nothing, so a retry is acted on once, whatever restarts
+	// the operator.
+	// +optional
+	ObservedRetry int64 `json:"observedRetry,omitempty"`
 	// Phase is the Installation's coarse state: Pending, Moving, Moved,
 	// Undoing, Undone or Failed.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 	// Step is the step now running (store, preflight, cordon, drain, runtime,
 	// wait-ready, uncordon; rollback, rollback-wait for a node that passed its
-	// deadline), done when a run ended well, or empty.
+	// deadline, rollback for a store move that passed spec.storeTimeout),
+	// done when a run ended well, or empty.
 	// +optional
 	Step Step `json:"step,omitempty"`
 	// Node is the node Step acts on ("" for the store).
@@ -123,6 +167,11 @@ type InstallationStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Nodes []NodeStatus `json:"nodes,omitempty"`
+	// Failed is the run that failed: where, why, and where a retry
+	// resumes. Set when a run fails (while a failed step is rolled back
+	// too), cleared when the next run starts.
+	// +optional
+	Failed *FailedRun `json:"failed,omitempty"`
 	// Conditions: Ready (everything asked for stands), Progressing (a step
 	// runs), Degraded (something failed or was refused; the message says
 	// what to do).
@@ -154,6 +203,29 @@ type HAStatus struct {
 	InstallDone int32 `json:"installDone,omitempty"`
 }
 
+// FailedRun records a run that failed and where its retry resumes.
+type FailedRun struct {
+	// Op is the direction of the run that failed. A retry in that direction
+	// resumes at RetryStep; a run the other way (spec.undo changed) starts
+	// from its beginning.
+	Op Operation `json:"op"`
+	// Step is the step that failed, on Node ("" for the store).
+	Step Step `json:"step"`
+	// +optional
+	Node string `json:"node,omitempty"`
+	// Cause says in one line why it failed.
+	Cause string `json:"cause"`
+	// RetryStep is where a retry resumes, on Node: the failed step itself,
+	// or an earlier one when the failure put back what the earlier steps
+	// did (a node uncordoned again starts at its first step; a failed
+	// wait-ready runs its runtime step again). Earlier nodes and the store,
+	// when done, are not done again.
+	RetryStep Step `json:"retryStep"`
+	// Retry says in one line what a retry does and how to ask for it
+	// (kubectl get's Retry column).
+	Retry string `json:"retry"`
+}
+
 // NodeStatus is one node's move.
 type NodeStatus struct {
 	Name string `json:"name"`
@@ -161,8 +233,8 @@ type NodeStatus struct {
 	// Undone or Failed.
 	State NodeState `json:"state"`
 	// WasCordoned records that the node was already unschedulable before we
-	// cordoned it; then it is not uncordoned at the end. Meaningful once
-	// CordonRecorded is set.
+	// cordoned it; then it is not uncordoned at the end, nor after a failure
+	// that put the node back. Meaningful once CordonRecorded is set.
 	// +optional
 	WasCordoned bool `json:"wasCordoned,omitempty"`
 	// CordonRecorded says WasCordoned was written, before the node was first

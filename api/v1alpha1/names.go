@@ -41,7 +41,9 @@ const (
 
 // Steps of a node whose move passed its deadline after host work began: its
 // own undo runs (rollback), then the operator waits until the node is Ready
-// on its old runtime (rollback-wait). The phase is already Failed.
+// on its old runtime (rollback-wait). The phase is already Failed. A
+// one-control-plane store move past spec.storeTimeout is rolled back the
+// same way (rollback runs undo store; there is no rollback-wait).
 const (
 	StepRollback     Step = "rollback"
 	StepRollbackWait Step = "rollback-wait"
@@ -112,6 +114,13 @@ const (
 	// ReasonNodeTimedOut: a node passed spec.nodeTimeout after host work
 	// began and is rolled back by its own undo (Degraded).
 	ReasonNodeTimedOut = "NodeTimedOut"
+	// ReasonStoreTimedOut: the store step passed spec.storeTimeout; a
+	// one-control-plane move is rolled back by undo store (Degraded).
+	ReasonStoreTimedOut = "StoreTimedOut"
+	// ReasonInvalidSpec: the spec asks for something the operator cannot
+	// do as written (a timeout that is not positive); nothing was touched
+	// (Degraded).
+	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonUnsupported: the cluster is not one the operator can move (not
 	// kubeadm, not exactly one control plane); nothing was touched
 	// (Degraded).

@@ -69,6 +69,8 @@ func idleMessage(in *v1.Installation, ready bool) string {
 	switch {
 	case ready:
 		return "no step runs: the goal stands"
+	case in.Status.Phase == v1.PhaseFailed && in.Status.Failed != nil:
+		return "no step runs: " + in.Status.Failed.Retry
 	case in.Status.Phase == v1.PhaseFailed:
 		return "no step runs: a spec change starts the next run"
 	}

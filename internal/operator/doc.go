@@ -20,7 +20,13 @@
 //     pods (hostrun) that start a transient systemd unit on the host and
 //     follow its journal; a pod that dies is replaced by one that reads the
 //     journal first, never by a blind rerun (ADR 201).
-//   - A node is uncordoned only if we cordoned it (NodeStatus.WasCordoned).
+//   - A node is uncordoned only if we cordoned it (NodeStatus.WasCordoned):
+//     at the end of its run, and after a failure that left it as it was
+//     before the run (putback.go); a node whose host state is unknown
+//     stays cordoned.
+//   - A Failed installation waits for a spec change; a retry (spec.retry)
+//     resumes at status.failed.retryStep and is acted on once
+//     (status.observedRetry, retry.go).
 //   - One control-plane node: the store step is one host pod (`install|undo
 //     store`). An odd number of 3 or more: it is the HA move (ADR 202,
 //     step_store_ha.go), hamove's node steps in hamove.Order, one host pod
@@ -29,8 +35,12 @@
 //   - Runtime moves of nodes (control planes included) run one node at a
 //     time, never while the store step runs: a move does the store first,
 //     an undo does it last.
-//   - Bad input (not kubeadm, an even number of control planes) sets
-//     Degraded with what to do and touches nothing.
+//   - Bad input (not kubeadm, an even number of control planes, a timeout
+//     that is not positive) sets Degraded with what to do and touches
+//     nothing.
+//   - A node past spec.nodeTimeout, and the store step of one control plane
+//     past spec.storeTimeout, fail at once and are rolled back by their own
+//     undo when host work may have begun (deadline.go).
 //
 // +kubebuilder:rbac:groups=install.quantyroot.io,resources=installations,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=install.quantyroot.io,resources=installations/status,verbs=get;update;patch

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ type fakeHosts struct {
 	rollBack map[string]bool
 	// silent makes host pods on these nodes never finish (a hung node).
 	silent map[string]bool
+	// die makes run pods on these nodes die without a result (evicted, the
+	// node rebooting): the host's state stays unknown to the operator.
+	die map[string]bool
 	// refuse makes a node's preflight refuse with this reason.
 	refuse map[string]string
 	// pods counts host pods seen, by name.
@@ -46,7 +50,7 @@ type fakeHosts struct {
 }
 
 func newFakeHosts(c client.Client) *fakeHosts {
-	return &fakeHosts{c: c, installed: map[string]bool{}, rollBack: map[string]bool{}, silent: map[string]bool{}, refuse: map[string]string{}, pods: map[string]int{}, failHA: map[string]string{}}
+	return &fakeHosts{c: c, installed: map[string]bool{}, rollBack: map[string]bool{}, silent: map[string]bool{}, die: map[string]bool{}, refuse: map[string]string{}, pods: map[string]int{}, failHA: map[string]string{}}
 }
 
 func (f *fakeHosts) tick(t *testing.T) {
@@ -69,6 +73,10 @@ func (f *fakeHosts) tick(t *testing.T) {
 		}
 		f.pods[p.Name]++
 		if f.silent[p.Spec.NodeName] && !hasArg(p, "--preflight") {
+			continue
+		}
+		if f.die[p.Spec.NodeName] && !hasArg(p, "--preflight") && !hasArg(p, "--check") {
+			f.kill(t, p)
 			continue
 		}
 		f.finish(t, p)
@@ -147,6 +155,15 @@ func (f *fakeHosts) finish(t *testing.T, p *corev1.Pod) {
 	}
 }
 
+// kill ends a host pod as an eviction does: Failed, without a result.
+func (f *fakeHosts) kill(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "injected: the pod died"
+	if err := f.c.Status().Update(context.Background(), p); err != nil {
+		t.Fatalf("kill host pod %s: %v", p.Name, err)
+	}
+}
+
 func (f *fakeHosts) setRuntime(t *testing.T, node string, qk bool) {
 	t.Helper()
 	rt := "containerd://1.6.20"
@@ -168,6 +185,8 @@ type world struct {
 	api   *testAPI
 	hosts *fakeHosts
 	kube  kubernetes.Interface
+	// events are the Events every pass sent, as "TYPE REASON MESSAGE".
+	events []string
 }
 
 func newWorld(t *testing.T, api *testAPI, kubeadm bool, controlPlanes []string, workers []string) *world {
@@ -204,6 +223,34 @@ func newWorld(t *testing.T, api *testAPI, kubeadm bool, controlPlanes []string, 
 }
 
 func ptrTrue() *bool { b := true; return &b }
+
+// dropEmptyDir replaces each workload pod with an emptyDir volume (a
+// worker's -app-b) by one without it, named -plain: for tests of the
+// operator's default Installation (EnsureInstallation), whose drain refuses
+// emptyDir data as kubectl drain does by default.
+func (w *world) dropEmptyDir(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	c := w.api.Client
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace("default")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.EmptyDir != nil }) {
+			continue
+		}
+		if err := c.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatalf("delete pod %s: %v", p.Name, err)
+		}
+		plain := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name + "-plain", OwnerReferences: p.OwnerReferences},
+			Spec:       corev1.PodSpec{NodeName: p.Spec.NodeName, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		}
+		mustCreate(t, c, plain)
+	}
+}
 
 func addNode(t *testing.T, c client.Client, name string, labels map[string]string) {
 	t.Helper()
@@ -291,14 +338,18 @@ func mustCreateOrExists(t *testing.T, c client.Client, o client.Object) {
 // had been restarted before it), then lets the hosts act.
 func (w *world) pass(t *testing.T) ctrl.Result {
 	t.Helper()
+	rec := record.NewFakeRecorder(100)
 	r := &Reconciler{
 		Client: w.api.Client, Kube: w.kube, Image: "quantykube.local/quantykube:dev",
-		Recorder: record.NewFakeRecorder(100), DrainPass: 2 * time.Second, CheckGrace: time.Nanosecond,
+		Recorder: rec, DrainPass: 2 * time.Second, CheckGrace: time.Nanosecond,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
 	}
 	res, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: v1.Name}})
 	if err != nil {
 		t.Logf("pass: %v", err)
+	}
+	for len(rec.Events) > 0 {
+		w.events = append(w.events, <-rec.Events)
 	}
 	w.hosts.tick(t)
 	return res

@@ -21,6 +21,7 @@ import (
 func TestOperatorKilledAtEveryStep(t *testing.T) {
 	api := startTestAPI(t)
 	w := newWorld(t, api, true, []string{"cp1"}, []string{"w1"})
+	w.dropEmptyDir(t)
 	ctx := context.Background()
 	// The operator runs as its service account, with the manifest's RBAC.
 	applyManifest(t, api.Client, "../../deploy/quantykube.yaml")

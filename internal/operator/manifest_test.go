@@ -33,6 +33,7 @@ func TestManifestRBACIsEnough(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newWorld(t, api, true, []string{"cp1"}, []string{"w1"})
+	w.dropEmptyDir(t)
 	applyManifest(t, api.Client, "../../deploy/quantykube.yaml") // resetWorld keeps no Installation, the manifest has none
 	if err := EnsureInstallation(ctx, saClient); err != nil {
 		t.Fatalf("create the Installation as the operator: %v", err)

@@ -25,12 +25,14 @@ const (
 	stepGap  = time.Second
 )
 
-// Defaults of the Reconciler's tunables and of spec.nodeTimeout.
+// Defaults of the Reconciler's tunables, of spec.nodeTimeout and of
+// spec.storeTimeout.
 const (
-	defaultNodeTimeout = 10 * time.Minute
-	defaultDrainPass   = 20 * time.Second
-	defaultCheckGrace  = 2 * time.Minute
-	defaultRoomWait    = 3 * time.Minute
+	defaultNodeTimeout  = 10 * time.Minute
+	defaultStoreTimeout = 15 * time.Minute
+	defaultDrainPass    = 20 * time.Second
+	defaultCheckGrace   = 2 * time.Minute
+	defaultRoomWait     = 3 * time.Minute
 )
 
 // Reconciler moves the cluster as the Installation asks. Its fields are set
@@ -94,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	read := in.Status.DeepCopy()
-	adoptOlderStatus(&in.Status)
+	adoptOlderStatus(in)
 	p := &pass{in: in}
 	res, err := r.decide(ctx, p)
 	var again retryError
@@ -146,11 +148,4 @@ func (r *Reconciler) defaults() {
 	if r.Log == nil {
 		r.Log = slog.Default()
 	}
-}
-
-func (r *Reconciler) nodeTimeout(in *v1.Installation) time.Duration {
-	if in.Spec.NodeTimeout != nil && in.Spec.NodeTimeout.Duration > 0 {
-		return in.Spec.NodeTimeout.Duration
-	}
-	return defaultNodeTimeout
 }

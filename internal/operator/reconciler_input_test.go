@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 )
@@ -47,6 +48,57 @@ func testBadInput(t *testing.T, api *testAPI) {
 	}
 }
 
+// testBadSpec: a zero spec.storeTimeout (the CRD's pattern lets it
+// through) is refused with one line naming the field and the fix, and
+// nothing is touched; once fixed, the run starts.
+func testBadSpec(t *testing.T, api *testAPI) {
+	w := newWorld(t, api, true, []string{"cp1"}, []string{"w1"})
+	in := defaultInstallation()
+	in.Spec.StoreTimeout = &metav1.Duration{}
+	mustCreate(t, api.Client, in)
+	w.pass(t)
+	refused := w.installation(t)
+	w.pass(t)
+	got := w.installation(t)
+	want := "spec.storeTimeout is 0s: a deadline must be positive; set it to a duration such as 15m0s (its default), or remove it"
+	d := meta.FindStatusCondition(got.Status.Conditions, v1.ConditionDegraded)
+	if d == nil || d.Status != metav1.ConditionTrue || d.Reason != v1.ReasonInvalidSpec || d.Message != want || got.Status.Message != want {
+		t.Errorf("Degraded = %+v, message %q; want True, %s, %q", d, got.Status.Message, v1.ReasonInvalidSpec, want)
+	}
+	if got.Status.Step != "" || len(w.hosts.pods) != 0 || getNode(t, api.Client, "w1").Spec.Unschedulable || got.ResourceVersion != refused.ResourceVersion {
+		t.Errorf("something was touched, or the refusal written again: step %q, host pods %v", got.Status.Step, w.hosts.pods)
+	}
+	patch := []byte(`{"spec":{"storeTimeout":"15m"}}`)
+	if err := api.Client.Patch(context.Background(), &v1.Installation{ObjectMeta: metav1.ObjectMeta{Name: v1.Name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	w.pass(t)
+	if got := w.installation(t); got.Status.Phase != v1.PhaseMoving || got.Status.Step != v1.StepStore {
+		t.Errorf("after the fix: phase %s step %q; want the move started at the store", got.Status.Phase, got.Status.Step)
+	}
+}
+
+// TestValidateSpec: values the CRD refuses already are refused by the
+// operator too (a CRD from an older release, or none), one line each.
+func TestValidateSpec(t *testing.T) {
+	neg := &metav1.Duration{Duration: -5 * time.Minute}
+	for _, tc := range []struct {
+		name string
+		spec v1.InstallationSpec
+		want string
+	}{
+		{"defaults", v1.InstallationSpec{}, ""},
+		{"negative node timeout", v1.InstallationSpec{NodeTimeout: neg}, "spec.nodeTimeout is -5m0s: a deadline must be positive; set it to a duration such as 10m0s (its default), or remove it"},
+		{"negative store timeout", v1.InstallationSpec{StoreTimeout: neg}, "spec.storeTimeout is -5m0s: a deadline must be positive; set it to a duration such as 15m0s (its default), or remove it"},
+		{"negative retry", v1.InstallationSpec{Retry: -1}, "spec.retry is -1: it counts retries and cannot be negative; set it to 3 to retry"},
+	} {
+		in := &v1.Installation{Spec: tc.spec, Status: v1.InstallationStatus{ObservedRetry: 2}}
+		if got := validateSpec(in); got != tc.want {
+			t.Errorf("%s: %q; want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 func testOnlyOneName(t *testing.T, api *testAPI) {
 	newWorld(t, api, true, []string{"cp1"}, nil)
 	other := defaultInstallation()
@@ -70,7 +122,8 @@ func testEnsureInstallation(t *testing.T, api *testAPI) {
 	if err := api.Client.Get(ctx, types.NamespacedName{Name: v1.Name}, in); err != nil {
 		t.Fatal(err)
 	}
-	if !in.Spec.Store || in.Spec.Runtime.NodeSelector[v1.RuntimeLabel] != v1.RuntimeLabelValue || in.Spec.NodeTimeout == nil || in.Spec.NodeTimeout.Duration != 10*time.Minute {
-		t.Errorf("spec %+v; want store, the runtime label and the 10m default", in.Spec)
+	if !in.Spec.Store || in.Spec.Runtime.NodeSelector[v1.RuntimeLabel] != v1.RuntimeLabelValue || in.Spec.NodeTimeout == nil || in.Spec.NodeTimeout.Duration != 10*time.Minute ||
+		in.Spec.StoreTimeout == nil || in.Spec.StoreTimeout.Duration != 15*time.Minute || in.Spec.Drain.DeleteEmptyDirData {
+		t.Errorf("spec %+v; want store, the runtime label, the 10m and 15m defaults, emptyDir data kept", in.Spec)
 	}
 }

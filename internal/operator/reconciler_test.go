@@ -29,9 +29,16 @@ func TestReconcilerRealAPIServer(t *testing.T) {
 		{"a node cordoned before stays cordoned", testCordonedBefore},
 		{"a runtime that rolls back fails the installation", testRuntimeRollsBack},
 		{"a node that hangs fails within its deadline", testNodeHangs},
+		{"a node cordoned before stays cordoned after its rollback", testCordonedBeforeStaysCordoned},
 		{"a node whose preflight refuses fails untouched", testPreflightRefuses},
 		{"a PodDisruptionBudget that blocks the drain fails at the deadline", testBudgetBlocksDrain},
+		{"emptyDir data: refused before the cordon, then allowed by spec.drain", testEmptyDirRefused},
+		{"spec.retry resumes a failed run at the step that failed", testRetryResumesAtFailedStep},
+		{"a spec.retry value is acted on once", testRetryActsOnce},
+		{"the store step past spec.storeTimeout fails and is rolled back", testStoreDeadline},
+		{"three control planes: the store step past spec.storeTimeout fails where it stands", testHAStoreDeadlineFails},
 		{"bad input touches nothing", testBadInput},
+		{"a spec value that cannot be acted on touches nothing", testBadSpec},
 		{"three control planes: the HA move and its undo", testHAMoveAndUndo},
 		{"three control planes: a restarted operator goes on at the recorded HA step", testHARestart},
 		{"three control planes: a failed HA step fails, undo from the middle", testHAFailedThenUndo},
@@ -108,11 +115,16 @@ func testCordonedBefore(t *testing.T, api *testAPI) {
 	}
 }
 
+// defaultInstallation is the Installation the scenarios apply. It allows
+// the drain to delete emptyDir data: every worker of the fake world runs a
+// pod with an emptyDir volume (its -app-b pod); testEmptyDirRefused asks
+// without it.
 func defaultInstallation() *v1.Installation {
 	return &v1.Installation{
 		ObjectMeta: metav1.ObjectMeta{Name: v1.Name},
 		Spec: v1.InstallationSpec{Store: true,
-			Runtime: v1.RuntimeSpec{NodeSelector: map[string]string{v1.RuntimeLabel: v1.RuntimeLabelValue}}},
+			Runtime: v1.RuntimeSpec{NodeSelector: map[string]string{v1.RuntimeLabel: v1.RuntimeLabelValue}},
+			Drain:   v1.DrainSpec{DeleteEmptyDirData: true}},
 	}
 }
 

@@ -15,13 +15,15 @@ import (
 )
 
 // startRun begins a run in the spec's direction, or records that the goal
-// stands. Bad input is refused here, before anything is touched.
+// stands. Bad input is refused here, before anything is touched. A Failed
+// installation waits for a spec change; a run that retries it resumes where
+// status.failed says (retry.go).
 func (r *Reconciler) startRun(ctx context.Context, p *pass) (ctrl.Result, error) {
 	in := p.in
 	st := &in.Status
 	undo := undoing(in)
-	if st.Phase == v1.PhaseFailed && st.ObservedGeneration == in.Generation {
-		return ctrl.Result{}, nil // waits for a spec change (undo, or a retry)
+	if st.Phase == v1.PhaseFailed && specSeen(in) {
+		return ctrl.Result{}, nil // waits for spec.retry, spec.undo or another spec change
 	}
 	_, problem, err := r.validate(ctx)
 	if err != nil {
@@ -31,20 +33,29 @@ func (r *Reconciler) startRun(ctx context.Context, p *pass) (ctrl.Result, error)
 		r.refuse(p, v1.ReasonUnsupported, problem)
 		return ctrl.Result{}, nil
 	}
+	if problem := validateSpec(in); problem != "" {
+		r.refuse(p, v1.ReasonInvalidSpec, problem)
+		return ctrl.Result{}, nil
+	}
 	if !undo {
 		if err := r.refreshNodes(ctx, in); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	st.ObservedGeneration = in.Generation
 	t, ok := firstTask(st, in.Spec.Store, undo)
+	t, resumed := resumeAt(st, undo, t)
+	observeSpec(in)
+	st.Failed = nil
 	if !ok {
 		finishRun(p, undo) // unchanged (nothing written) when the goal was recorded already
 		return ctrl.Result{}, nil
 	}
 	st.Phase = runPhase(undo)
 	r.begin(p, t)
-	r.Log.Info("run started", "phase", st.Phase, "step", t.Step, "node", t.Node)
+	if resumed && t.Node != "" {
+		restartNode(st, t.Node, st.StepStarted)
+	}
+	r.Log.Info("run started", "phase", st.Phase, "step", t.Step, "node", t.Node, "resumed", resumed, "retry", in.Spec.Retry)
 	return ctrl.Result{RequeueAfter: stepGap}, nil
 }
 
@@ -119,7 +130,11 @@ func (r *Reconciler) runStep(ctx context.Context, p *pass) (ctrl.Result, error) 
 		return r.runRollback(ctx, p, t)
 	}
 	if late := r.pastDeadline(in, t); late != nil {
-		if hostWorkMayHaveBegun(in, t) {
+		back, err := r.rollsBack(ctx, in, t)
+		if err != nil {
+			return ctrl.Result{}, retry(err)
+		}
+		if back {
 			r.startRollback(ctx, p, t, late)
 			return ctrl.Result{RequeueAfter: stepGap}, nil
 		}
@@ -143,19 +158,6 @@ func (r *Reconciler) runStep(ctx context.Context, p *pass) (ctrl.Result, error) 
 	}
 	setConditions(in, nil)
 	return ctrl.Result{RequeueAfter: stepPoll}, nil
-}
-
-// pastDeadline says why t's node is past spec.nodeTimeout, or nil.
-func (r *Reconciler) pastDeadline(in *v1.Installation, t task) error {
-	st := &in.Status
-	i := nodeIndex(st, t.Node)
-	if t.Node == "" || i < 0 || st.Nodes[i].Start == nil {
-		return nil
-	}
-	if r.Now().Sub(st.Nodes[i].Start.Time) <= r.nodeTimeout(in) {
-		return nil
-	}
-	return fmt.Errorf("node %s did not finish within %v (spec.nodeTimeout); last: %s", t.Node, r.nodeTimeout(in), st.Nodes[i].Message)
 }
 
 // act runs one pass of t. An error is transient: nothing is recorded and

@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/kubectl/pkg/drain"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
@@ -31,30 +29,42 @@ func (r *Reconciler) getNode(ctx context.Context, name string) (*corev1.Node, er
 	return &n, nil
 }
 
-func (r *Reconciler) setUnschedulable(ctx context.Context, name string, v bool) error {
+// setUnschedulable cordons (v true) or uncordons the node, and reports
+// whether it changed it.
+func (r *Reconciler) setUnschedulable(ctx context.Context, name string, v bool) (bool, error) {
 	n, err := r.getNode(ctx, name)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if n.Spec.Unschedulable == v {
-		return nil
+		return false, nil
 	}
 	patch := client.MergeFrom(n.DeepCopy())
 	n.Spec.Unschedulable = v
 	if err := r.Client.Patch(ctx, n, patch); err != nil {
-		return fmt.Errorf("set node %s unschedulable=%v: %w", name, v, err)
+		return false, fmt.Errorf("set node %s unschedulable=%v: %w", name, v, err)
 	}
-	return nil
+	return true, nil
 }
 
 // cordonStep records whether the node was already cordoned (first pass,
 // written before the node is touched), then cordons it. begin() keeps the
 // record of a node a failed run left cordoned, so its earlier record stands.
+// A drain the spec does not allow (drain_plan.go) refuses the node before
+// it is cordoned; undoing (no preflight), the step's Event says what the
+// drain will do.
 func (r *Reconciler) cordonStep(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
 	i := nodeIndex(&in.Status, name)
 	n, err := r.getNode(ctx, name)
 	if err != nil {
 		return outcome{failed: fmt.Errorf("%w; remove the label %s from nodes that are gone", err, v1.RuntimeLabel)}, nil
+	}
+	plan, err := r.planDrain(ctx, in, name)
+	if err != nil {
+		return outcome{}, err
+	}
+	if plan.refusal != nil {
+		return outcome{failed: plan.refusal}, nil
 	}
 	ns := &in.Status.Nodes[i]
 	if !ns.CordonRecorded {
@@ -62,38 +72,33 @@ func (r *Reconciler) cordonStep(ctx context.Context, in *v1.Installation, name s
 		ns.WasCordoned, ns.CordonRecorded = n.Spec.Unschedulable, true
 		return outcome{progress: fmt.Sprintf("was cordoned before: %v", ns.WasCordoned)}, nil
 	}
-	if err := r.setUnschedulable(ctx, name, true); err != nil {
+	if _, err := r.setUnschedulable(ctx, name, true); err != nil {
 		return outcome{}, err
 	}
-	return outcome{done: true}, nil
+	if opOf(in) == v1.OperationUndo {
+		return outcome{done: true, detail: plan.impact()}, nil
+	}
+	return outcome{done: true}, nil // the preflight's Event said it
 }
 
 // drainStep evicts the node's pods as kubectl drain does (grace period from
 // each pod, eviction retried every 5 s, DaemonSet pods and mirror pods stay,
-// emptyDir data deleted), bounded to DrainPass per pass.
+// emptyDir data deleted only if spec.drain.deleteEmptyDirData allows it),
+// bounded to DrainPass per pass.
 func (r *Reconciler) drainStep(ctx context.Context, in *v1.Installation, name string) (outcome, error) {
-	h := &drain.Helper{
-		Ctx:                  ctx,
-		Client:               r.Kube,
-		GracePeriodSeconds:   -1,
-		IgnoreAllDaemonSets:  true,
-		DeleteEmptyDirData:   true,
-		EvictErrorRetryDelay: drainRetryDelay,
-		Timeout:              r.DrainPass,
-		// Evictions run in parallel goroutines that print here; what
-		// matters comes back as errors and the pods left.
-		Out:    io.Discard,
-		ErrOut: io.Discard,
+	plan, err := r.planDrain(ctx, in, name)
+	if err != nil {
+		return outcome{}, err
 	}
-	list, errs := h.GetPodsForDeletion(name)
-	if len(errs) > 0 {
-		return outcome{failed: fmt.Errorf("cannot drain %s: %v; delete or move those pods (kubectl drain would refuse too)", name, joinErrs(errs))}, nil
+	if plan.refusal != nil {
+		return outcome{failed: plan.refusal}, nil
 	}
-	pods := list.Pods()
+	pods := plan.pods
 	if len(pods) == 0 {
 		return outcome{done: true}, nil
 	}
-	err := h.DeleteOrEvictPods(pods)
+	h := r.drainHelper(ctx, in.Spec.Drain.DeleteEmptyDirData)
+	err = h.DeleteOrEvictPods(pods)
 	left, errs := h.GetPodsForDeletion(name)
 	if len(errs) > 0 {
 		// Not knowing what is left is not "nothing left": retry the pass.
@@ -213,7 +218,7 @@ func (r *Reconciler) checkJournal(ctx context.Context, in *v1.Installation, name
 	}
 	switch hs.result.State {
 	case hostrun.StateRolledBack:
-		return outcome{failed: fmt.Errorf("%s runtime rolled back on %s: %s", j.Target.Op, name, hs.result.Detail)}, nil
+		return outcome{failed: hostPutBack{fmt.Errorf("%s runtime rolled back on %s: %s", j.Target.Op, name, hs.result.Detail)}}, nil
 	case hostrun.StateDone:
 		if onRuntimeAsked(in, rt) {
 			return outcome{done: true, detail: "runtime " + rt}, nil
@@ -229,7 +234,7 @@ func (r *Reconciler) uncordonStep(ctx context.Context, in *v1.Installation, name
 	if ns.WasCordoned {
 		return outcome{done: true, detail: "left cordoned as it was before"}, nil
 	}
-	if err := r.setUnschedulable(ctx, name, false); err != nil {
+	if _, err := r.setUnschedulable(ctx, name, false); err != nil {
 		return outcome{}, err
 	}
 	return outcome{done: true}, nil

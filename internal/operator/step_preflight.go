@@ -19,9 +19,10 @@ import (
 // preflightStep checks a node before anything touches it: if the operator
 // itself runs there, another node must be able to take it when the drain
 // evicts it; and the node's install checks must pass on the host (a host pod
-// runs `install runtime --preflight`, the checks that need no drain). A
-// refusal fails the node with the host's reason, neither cordoned nor
-// drained. When the only nodes that could take the operator are not Ready,
+// runs `install runtime --preflight`, the checks that need no drain), and
+// the drain the spec allows (drain_plan.go): what the drain will do is in
+// the step's Event. A refusal fails the node with its reason, neither
+// cordoned nor drained. When the only nodes that could take the operator are not Ready,
 // the step waits up to RoomWait for one of them first: right after the
 // store's move a node can be Ready Unknown for a minute (its kubelet's lease
 // lapsed while the API server restarted) and comes back by itself.
@@ -40,8 +41,19 @@ func (r *Reconciler) preflightStep(ctx context.Context, in *v1.Installation, nam
 		}
 		return outcome{failed: errors.New(room.refusal)}, nil
 	}
+	plan, err := r.planDrain(ctx, in, name)
+	if err != nil {
+		return outcome{}, err
+	}
+	if plan.refusal != nil {
+		return outcome{failed: plan.refusal}, nil
+	}
 	j := hostJob{Target: hostrun.Target{Subject: v1.SubjectRuntime, Op: v1.OperationInstall}, Node: name, Preflight: true, Since: nodeStart(in, name)}
-	return r.followHostJob(ctx, in, j)
+	out, err := r.followHostJob(ctx, in, j)
+	if out.done {
+		out.detail = joinDetail(out.detail, plan.impact())
+	}
+	return out, err
 }
 
 // stepAge is how long the recorded step has run (0 if its start is not
@@ -109,7 +121,7 @@ func (r *Reconciler) roomForOperator(ctx context.Context, node string) (operator
 		why = append(why, n.Name+": "+reason)
 	}
 	room.others = otherNodes(why)
-	room.refusal = fmt.Sprintf("the operator runs on %s, the node to drain, and no other node can take it (%s); make room on another node (its Deployment tolerates the control plane's taint), then change the spec to retry", node, room.others)
+	room.refusal = fmt.Sprintf("the operator runs on %s, the node to drain, and no other node can take it (%s); make room on another node (its Deployment tolerates the control plane's taint), then raise spec.retry to retry", node, room.others)
 	return room, nil
 }
 

@@ -51,9 +51,9 @@ func (r *Reconciler) followHostJob(ctx context.Context, in *v1.Installation, j h
 		case hostrun.StateDone, hostrun.StateStarted:
 			return outcome{done: true, detail: hs.result.Detail}, nil
 		case hostrun.StateRolledBack:
-			return outcome{failed: fmt.Errorf("%s %s rolled back on %s: %s", j.Target.Op, j.Target.Subject, j.Node, hs.result.Detail)}, nil
+			return outcome{failed: hostPutBack{fmt.Errorf("%s %s rolled back on %s: %s", j.Target.Op, j.Target.Subject, j.Node, hs.result.Detail)}}, nil
 		case hostrun.StateRefused:
-			return outcome{failed: fmt.Errorf("%s %s refused on %s, nothing changed: %s", j.Target.Op, j.Target.Subject, j.Node, hs.result.Detail)}, nil
+			return outcome{failed: hostPutBack{fmt.Errorf("%s %s refused on %s, nothing changed: %s", j.Target.Op, j.Target.Subject, j.Node, hs.result.Detail)}}, nil
 		}
 	}
 	if st.Attempt >= maxAttempts {

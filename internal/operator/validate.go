@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
 )
 
 // ControlPlaneLabel marks kubeadm's control-plane nodes.
@@ -41,6 +45,30 @@ func (r *Reconciler) validate(ctx context.Context) (string, string, error) {
 		return "", fmt.Sprintf("%d control-plane nodes (%s): the store's HA move needs an odd number (1, 3, 5…) to keep a quorum; join or remove one control-plane node with kubeadm", len(cps), strings.Join(cps, ", ")), nil
 	}
 	return cps[0], "", nil
+}
+
+// validateSpec checks the spec's own values before a run starts: each
+// deadline must be positive, spec.retry not negative. It returns one line
+// naming the field, its value and the fix, or "". (The CRD already refuses
+// negative durations and a negative spec.retry; a zero duration passes its
+// pattern.)
+func validateSpec(in *v1.Installation) string {
+	for _, d := range []struct {
+		field string
+		v     *metav1.Duration
+		def   time.Duration
+	}{
+		{"spec.nodeTimeout", in.Spec.NodeTimeout, defaultNodeTimeout},
+		{"spec.storeTimeout", in.Spec.StoreTimeout, defaultStoreTimeout},
+	} {
+		if d.v != nil && d.v.Duration <= 0 {
+			return fmt.Sprintf("%s is %v: a deadline must be positive; set it to a duration such as %v (its default), or remove it", d.field, d.v.Duration, d.def)
+		}
+	}
+	if in.Spec.Retry < 0 {
+		return fmt.Sprintf("spec.retry is %d: it counts retries and cannot be negative; set it to %d to retry", in.Spec.Retry, in.Status.ObservedRetry+1)
+	}
+	return ""
 }
 
 func (r *Reconciler) controlPlanes(ctx context.Context) ([]string, error) {
