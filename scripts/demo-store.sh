@@ -3,14 +3,36 @@
 # start `quantykube store` over TLS with client-cert auth (certificates laid out as kubeadm makes
 # them), run a real kube-apiserver v1.36.3 on it, and drive it with kubectl so a person can read
 # what happens: create, list, watch, patch, delete, and resourceVersions that are the store's
-# revisions. Everything runs under a temporary directory and is stopped at the end.
+# revisions. Everything runs under a temporary directory and is stopped at the end, newest first:
+# kube-controller-manager, kube-apiserver (its graceful shutdown still has its storage), then the
+# store — each SIGTERM, then SIGKILL after STOP_GRACE seconds; "done" is printed once all are gone.
+#
+# QK_STORE_BIN, QK_KUBE_APISERVER, QK_KUBE_CONTROLLER_MANAGER and KUBECTL (or QK_KUBECTL), when set,
+# name the binaries to run instead of building and fetching them (test/store's TestDemoStore does).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d /tmp/quantykube-demo.XXXXXX)
-PIDS=()
+STOP_GRACE=15
+PIDS=() NAMES=() # started processes, oldest first
+started() { PIDS+=("$1"); NAMES+=("$2"); }
+alive() { [[ -r /proc/$1/stat ]] && [[ $(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) != Z ]]; }
+# stop_all stops the started processes newest first: SIGTERM, SIGKILL after STOP_GRACE seconds.
+stop_all() {
+  local i p n
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    p=${PIDS[i]}
+    kill -TERM "$p" 2>/dev/null || continue
+    for ((n = 0; n < STOP_GRACE * 10; n++)); do alive "$p" || break; sleep 0.1; done
+    if alive "$p"; then
+      echo "demo-store.sh: ${NAMES[i]} (pid $p) did not exit ${STOP_GRACE} s after SIGTERM; SIGKILL" >&2
+      kill -KILL "$p" 2>/dev/null || true
+    fi
+    wait "$p" 2>/dev/null || true
+  done
+  PIDS=() NAMES=()
+}
 cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  stop_all
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -18,10 +40,14 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 say "building quantykube and fetching kube-apiserver v1.36.3 (cached after the first run)"
-(cd "$REPO" && go build -o "$WORK/quantykube" ./cmd/quantykube)
-mapfile -t BINS < <("$REPO/scripts/deps.sh" path kube-apiserver kube-controller-manager)
-APISERVER=${BINS[0]}; KCM=${BINS[1]}
-KUBECTL=${KUBECTL:-$(command -v kubectl || true)}
+QK=${QK_STORE_BIN:-$WORK/quantykube}
+[[ -n ${QK_STORE_BIN:-} ]] || (cd "$REPO" && go build -o "$QK" ./cmd/quantykube)
+APISERVER=${QK_KUBE_APISERVER:-} KCM=${QK_KUBE_CONTROLLER_MANAGER:-}
+if [[ -z $APISERVER || -z $KCM ]]; then
+  mapfile -t BINS < <("$REPO/scripts/deps.sh" path kube-apiserver kube-controller-manager)
+  APISERVER=${BINS[0]}; KCM=${BINS[1]}
+fi
+KUBECTL=${KUBECTL:-${QK_KUBECTL:-$(command -v kubectl || true)}}
 [[ -x "$KUBECTL" ]] || KUBECTL=$("$REPO/scripts/deps.sh" path kubectl 2>/dev/null || true)
 [[ -x "$KUBECTL" ]] || { echo "demo-store.sh: kubectl not found; install it (apt-get install kubectl) or set KUBECTL" >&2; exit 1; }
 
@@ -45,11 +71,11 @@ openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null; openssl rsa -in "$PKI/sa.key
 
 STORE_PORT=$(free_port); METRICS_PORT=$(free_port); API_PORT=$(free_port)
 say "starting quantykube store on https://127.0.0.1:$STORE_PORT (client-cert auth, fsync on)"
-"$WORK/quantykube" store --name demo --data-dir "$WORK/store" \
+"$QK" store --name demo --data-dir "$WORK/store" \
   --listen-client-urls "https://127.0.0.1:$STORE_PORT" --listen-metrics-urls "http://127.0.0.1:$METRICS_PORT" \
   --cert-file "$PKI/etcd/server.crt" --key-file "$PKI/etcd/server.key" \
   --trusted-ca-file "$PKI/etcd/ca.crt" --client-cert-auth >"$WORK/store.log" 2>&1 &
-PIDS+=($!)
+started $! "quantykube store"
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$METRICS_PORT/health" >/dev/null && break; sleep 0.1; done
 curl -s "http://127.0.0.1:$METRICS_PORT/health"; echo
 
@@ -60,7 +86,7 @@ say "starting kube-apiserver v1.36.3 on the store"
   --client-ca-file "$PKI/ca.crt" --authorization-mode RBAC --service-cluster-ip-range 10.96.0.0/12 \
   --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
   --service-account-issuer https://kubernetes.default.svc --event-ttl 1h >"$WORK/apiserver.log" 2>&1 &
-PIDS+=($!)
+started $! kube-apiserver
 cat >"$WORK/kubeconfig" <<KC
 apiVersion: v1
 kind: Config
@@ -75,7 +101,7 @@ for i in $(seq 120); do "$KUBECTL" get --raw /readyz >/dev/null 2>&1 && break; s
 "$KCM" --kubeconfig "$KUBECONFIG" --authentication-kubeconfig "$KUBECONFIG" --authorization-kubeconfig "$KUBECONFIG" \
   --leader-elect=false --controllers namespace,garbagecollector,serviceaccount-token,serviceaccount \
   --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" --secure-port 0 >"$WORK/kcm.log" 2>&1 &
-PIDS+=($!)
+started $! kube-controller-manager
 k() { printf '$ kubectl %s\n' "$*"; "$KUBECTL" "$@"; }
 k get --raw '/readyz?verbose' | tail -4
 
@@ -97,4 +123,9 @@ k delete namespace demo --timeout=90s
 k get namespaces
 say "the store seen through its own metrics"
 curl -s "http://127.0.0.1:$METRICS_PORT/metrics" | grep -E '^quantykube_store_(revision|compacted_revision|disk_size_bytes) '
-say "done: store and kube-apiserver stopped, $WORK removed"
+say "stopping kube-controller-manager, kube-apiserver, then the store (SIGTERM; SIGKILL after ${STOP_GRACE} s)"
+t0=$(date +%s%N)
+stop_all
+rm -rf "$WORK"
+ms=$((($(date +%s%N) - t0) / 1000000))
+say "done: kube-controller-manager, kube-apiserver and the store stopped in $((ms / 1000)).$(printf %03d $((ms % 1000))) s; $WORK removed"
