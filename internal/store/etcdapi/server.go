@@ -10,6 +10,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -67,12 +68,32 @@ type Server struct {
 	memberID  uint64
 	cluster   Cluster
 	ahead     readAheads
+	// snapshots counts the Snapshot calls in flight: each holds a
+	// temporary directory beside the data dir until it returns.
+	snapshots sync.WaitGroup
 }
 
+// snapshotsStopWait bounds Stop's wait for the Snapshot calls in flight.
+// gRPC's forced stop cancels their contexts; a snapshot being built or sent
+// then removes its temporary directory within a chunk's write.
+const snapshotsStopWait = 10 * time.Second
+
 // Stop ends the server's background work (pages read ahead) and waits for
-// it; call it once the gRPC servers stopped, before the store closes.
+// it, and for the Snapshot calls in flight to remove their temporary
+// directories (at most snapshotsStopWait); call it once the gRPC servers
+// stopped, before the store closes. gRPC's Stop does not wait for its
+// handlers: without this wait a SIGTERM during a snapshot could exit before
+// the handler's cleanup ran and leave the directory behind (test/store
+// TestSnapshotWhileWriting, seen under load).
 func (s *Server) Stop() {
 	s.ahead.stop()
+	done := make(chan struct{})
+	go func() { s.snapshots.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(snapshotsStopWait):
+		s.cfg.Logger.Warn("snapshots still running at stop; their temporary directories are removed at the next start", "waited", snapshotsStopWait.String())
+	}
 }
 
 // New returns a server for store.

@@ -25,6 +25,8 @@ const snapshotChunk = 32 * 1024
 // is removed when the stream ends, whether it completed, failed or the
 // client went away.
 func (s *Server) Snapshot(r *pb.SnapshotRequest, stream grpc.ServerStreamingServer[pb.SnapshotResponse]) error {
+	s.snapshots.Add(1)
+	defer s.snapshots.Done()
 	ctx := stream.Context()
 	f, err := snapshot.Take(ctx, s.store, s.memberID, s.cfg.Logger)
 	if err != nil {
