@@ -187,6 +187,11 @@ func (c *Controller) level(ctx context.Context, rev int64) (int64, error) {
 	case c.levels <- LevelRequest{Rev: rev, Reply: reply}:
 	case <-ctx.Done():
 		why := "it is not running on the leader"
+		if c.progress.Running.Load() {
+			// it runs but is inside one revision's apply the whole time: a
+			// slow target (each revision is one write there)
+			why = fmt.Sprintf("it was applying revisions onto the target the whole time (at %d): the target writes slowly", c.progress.TargetRevision.Load())
+		}
 		if e := c.progress.LastErr(); e != "" {
 			why += " (" + e + ")"
 		}
