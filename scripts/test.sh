@@ -9,7 +9,7 @@
 # Stages; the first failure stops the run and its exit code is the script's. With a cluster stage
 # (3, 4 or 7) selected, the cluster stages run on TWO clusters side by side (lanes A and B, each a
 # kubeadm cluster of systemd-nspawn nodes in its own slot), while 1, 2 and 6 run in a third lane at
-# nice 10; then 5. Without one: 1, 2, 5, then 6.
+# nice 10; lane A runs 5 once its cluster is down. Without one: 1, 2, 5, then 6.
 #   1. go vet, generated files up to date, every package's tests from the test binaries compiled once
 #      for the run (scripts/test/compile.sh, scripts/test/gotest.sh): unit tests, the end-to-end store
 #      tests of test/store (etcdctl 3.6, kill -9 under load, a real kube-apiserver v1.36.3 + kubectl) and
@@ -33,7 +33,9 @@
 #      cluster grown to 3 control planes behind the load balancer (grow --control-planes 3), smoke, and
 #      TestOperatorHA (the store's HA move and undo through the Installation, a Prober, a writer and
 #      watchers on the load balancer, the store's leader killed mid-way); down, down again.
-#   After both lanes: the host compared with its snapshot taken before anything started.
+#   Lane A then runs stage 5 (below) once its cluster is down, beside lane B's cluster.
+#   After both lanes: the host compared with its snapshot taken before anything started (stage 5's
+#   leftovers included).
 #   5. the runtime: critest v1.37.0 fully offline (scripts/critest.sh), kill -9 and restart of the
 #      runtime with containers running (scripts/critest/restart.sh), a real kubelet on it
 #      (scripts/critest/kubelet.sh)
@@ -69,7 +71,7 @@ if $QUICK; then
   [[ -z ${STAGES:-} ]] || { echo "test.sh: --quick is its own selection (1 and one move); drop STAGES or --quick" >&2; exit 2; }
   STAGES="1 4"
 fi
-STAGES=${STAGES:-"1 2 3 4 5 6 7"}   # 3, 4, 7 on two clusters with 1, 2, 6 beside them, then 5; without a cluster stage 1, 2, 5, 6
+STAGES=${STAGES:-"1 2 3 4 5 6 7"}   # 3, 4, 7 on two clusters (5 on lane A after its down) with 1, 2, 6 beside them; without a cluster stage 1, 2, 5, 6
 CACHE=${QK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quantykube}
 export QK_CACHE=$CACHE
 RUN=$ROOT/.cache/test-run   # this run's own outputs (per clone)
@@ -331,6 +333,12 @@ if $clusters; then
   fi
   timed "A. down" scripts/kubeadm.sh down
   timed "A. down again (idempotent)" scripts/kubeadm.sh down
+  # Stage 5 on lane A once its cluster is down, while lane B's cluster still
+  # runs (lane A ends minutes before lane B): the runtime's bridge, subnet,
+  # cgroup parents and registry port are its own (scripts/critest/lib.sh),
+  # and it removes everything it made, which the host comparison below
+  # now checks too.
+  if want 5; then stage5; fi
   lane_wait B LANE_B_PID
   CLUSTERS_UP=false
   stage "the host as it was before the clusters"
@@ -340,9 +348,8 @@ if $clusters; then
   rm -rf "$snap"
   times_record "host compared with its snapshot" "$e0" "$(date +%s)" passed
 fi
-# Stage 5 after the host comparison (its runtime makes cgroups, mounts, netns
-# and links of its own on the host), while the side lane may still run.
-if want 5; then stage5; fi
+# Without a cluster stage, stage 5 runs here (with them, on lane A above).
+if want 5 && ! $clusters; then stage5; fi
 lane_wait side SIDE_PID
 if want 6 && ! $clusters; then stage6; fi
 built
