@@ -108,6 +108,10 @@ func (c *cluster) kubeletSince(t0 time.Time) string {
 	out, _ := c.node("sh", "-c", "journalctl -u kubelet --utc --no-pager --since '"+since+"' | "+
 		"grep -E 'kube-apiserver|kube-controller-manager|kube-scheduler|etcd-' | "+
 		"grep -Ev 'reconciler_common|operation_generator|status_manager|mirror_client|event.go|controller.go' | cut -c1-400 | tail -60; "+
-		"crictl ps -a -o table 2>/dev/null | head -20")
+		"crictl ps -a -o table 2>/dev/null | head -20; "+
+		// why an exited control-plane container exited: its last lines
+		"for id in $(crictl ps -a -q --state exited 2>/dev/null); do "+
+		"echo \"--- exited container $id:\"; crictl inspect -o go-template --template '{{.status.metadata.name}} exit {{.status.exitCode}} {{.status.reason}} {{.status.startedAt}} {{.status.finishedAt}}' $id 2>/dev/null; echo; "+
+		"crictl logs --tail 12 $id 2>&1 | cut -c1-300; done")
 	return out
 }
