@@ -116,6 +116,15 @@ func (c Credentials) empty() bool { return c == Credentials{} }
 
 // validate reports the first unusable credential, naming the fix.
 func (c Credentials) validate(host string) error {
+	if err := c.Check(); err != nil {
+		return fmt.Errorf("registry.auth.%q %w", host, err)
+	}
+	return nil
+}
+
+// Check says whether c is one usable form of credentials; its error completes a
+// sentence that names the setting ("registry.auth.\"ghcr.io\" " + err).
+func (c Credentials) Check() error {
 	forms := 0
 	for _, set := range []bool{c.Username != "" || c.Password != "", c.Auth != "", c.IdentityToken != ""} {
 		if set {
@@ -124,15 +133,15 @@ func (c Credentials) validate(host string) error {
 	}
 	switch {
 	case forms == 0:
-		return fmt.Errorf("registry.auth.%q is empty: set username and password, auth, or identitytoken", host)
+		return errors.New("is empty: set username and password, auth, or identitytoken")
 	case forms > 1:
-		return fmt.Errorf("registry.auth.%q mixes credential forms: keep one of username/password, auth, identitytoken", host)
+		return errors.New("mixes credential forms: keep one of username/password, auth, identitytoken")
 	case c.Password != "" && c.Username == "":
-		return fmt.Errorf("registry.auth.%q has a password without a username: add username", host)
+		return errors.New("has a password without a username: add username")
 	case c.Auth != "":
 		b, err := base64.StdEncoding.DecodeString(c.Auth)
 		if err != nil || !strings.Contains(string(b), ":") {
-			return fmt.Errorf("registry.auth.%q: auth must be base64 of \"username:password\" (as in a Docker config.json)", host)
+			return errors.New("has an auth that is not base64 of \"username:password\" (as in a Docker config.json): fix it")
 		}
 	}
 	return nil

@@ -217,6 +217,7 @@ func TestRegistryBadInput(t *testing.T) {
 		{"[registry.hosts.\"https://a.io\"]\nserver = \"https://a.io\"", "host[:port]"},
 		{"[registry.auth.\"a.io\"]\nusername = \"u\"\nauth = \"dTpw\"", "mixes credential forms"},
 		{"[registry.auth.\"a.io\"]\nauth = \"not base64\"", "base64"},
+		{"[registry.auth.\"a.io\"]", "is empty"},
 		{"[registry.auth.\"a.io\"]\npassword = \"p\"", "without a username"},
 		{"[registry.auth.\"a.io\"]\ntoken = \"t\"", "unknown key"},
 		{"[registry]\nconfig_path = \"certs.d\"", "absolute"},
