@@ -166,40 +166,62 @@ func (c *carried) translate(t map[string]any, where string, version int64) error
 	if c.ConfigPath != "" && len(mirrors) > 0 {
 		return fmt.Errorf("%s sets both config_path and mirrors, which containerd itself refuses: move the mirrors into hosts.toml files under config_path", where)
 	}
+	tls, auth, err := c.translateConfigs(configs, where)
+	if err != nil {
+		return err
+	}
+	if err := translateAuths(reg, where, auth); err != nil {
+		return err
+	}
+	if len(auth) > 0 {
+		c.Auth = auth
+	}
+	return c.translateMirrors(mirrors, tls, where)
+}
+
+// translateConfigs reads configs.<host>: its auth (credentials by host) and its tls
+// (ca, client and skip_verify for the endpoints of that host).
+func (c *carried) translateConfigs(configs map[string]any, where string) (map[string]rtconfig.HostConfig, map[string]rtconfig.Credentials, error) {
 	tls := map[string]rtconfig.HostConfig{}
 	auth := map[string]rtconfig.Credentials{}
 	for _, host := range sortedKeys(configs) {
 		w := fmt.Sprintf("%s.configs.%q", where, host)
 		cfg, ok := configs[host].(map[string]any)
 		if !ok {
-			return fmt.Errorf("%s must be a table with auth and tls", w)
+			return nil, nil, fmt.Errorf("%s must be a table with auth and tls", w)
 		}
 		if err := onlyKeys(cfg, w, "auth", "tls"); err != nil {
-			return err
+			return nil, nil, err
 		}
 		if a, ok := cfg["auth"].(map[string]any); ok {
 			cr, err := credentials(a, w+".auth")
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
 			if cr != (rtconfig.Credentials{}) { // containerd's default config has empty auth tables
 				if err := cr.Check(); err != nil {
-					return fmt.Errorf("%s.auth %w", w, err)
+					return nil, nil, fmt.Errorf("%s.auth %w", w, err)
 				}
 				auth[host] = cr
 			}
 		}
 		if tt, ok := cfg["tls"].(map[string]any); ok && len(tt) > 0 {
 			if c.ConfigPath != "" {
-				return fmt.Errorf("%s.tls is set with config_path, which containerd itself refuses: set ca, client and skip_verify in %s's hosts.toml", w, host)
+				return nil, nil, fmt.Errorf("%s.tls is set with config_path, which containerd itself refuses: set ca, client and skip_verify in %s's hosts.toml", w, host)
 			}
 			hc, err := tlsSettings(tt, w+".tls")
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
 			tls[host] = hc
 		}
 	}
+	return tls, auth, nil
+}
+
+// translateAuths reads the older auths table (keyed by URL) into auth; as in
+// containerd, an entry there overrides configs.<host>.auth.
+func translateAuths(reg map[string]any, where string, auth map[string]rtconfig.Credentials) error {
 	auths, _ := reg["auths"].(map[string]any)
 	for _, endpoint := range sortedKeys(auths) {
 		w := fmt.Sprintf("%s.auths.%q", where, endpoint)
@@ -218,12 +240,9 @@ func (c *carried) translate(t map[string]any, where string, version int64) error
 		if err := cr.Check(); err != nil {
 			return fmt.Errorf("%s %w", w, err)
 		}
-		auth[u.Host] = cr // containerd lets auths override configs.<host>.auth
+		auth[u.Host] = cr
 	}
-	if len(auth) > 0 {
-		c.Auth = auth
-	}
-	return c.translateMirrors(mirrors, tls, where)
+	return nil
 }
 
 // translateMirrors turns the deprecated mirrors (and configs.<host>.tls) into namespaces

@@ -67,22 +67,10 @@ func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (Image, error)
 	digest, resolvedAt := r.Digest, -1
 	var resolved *remote.Descriptor
 	if digest == "" {
-		for i, ep := range eps {
-			if !ep.Has(config.CapResolve) {
-				continue
-			}
-			desc, err := get(ep, ":"+r.Tag)
-			if err != nil {
-				slog.Debug("resolve failed", "ref", r.String(), "endpoint", ep.String(), "credentials", ep.creds, "err", err)
-				errs = append(errs, fmt.Errorf("%s: %w", ep, err))
-				continue
-			}
-			digest, resolvedAt, resolved = desc.Digest.String(), i, desc
-			break
-		}
-		if digest == "" {
+		if resolved, resolvedAt, errs = resolve(r, eps, get); resolved == nil {
 			return Image{}, s.failed(r, route, errs, "resolve")
 		}
+		digest = resolved.Digest.String()
 	}
 	for i, ep := range eps {
 		if !ep.Has(config.CapPull) {
@@ -112,6 +100,25 @@ func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (Image, error)
 		return im, nil
 	}
 	return Image{}, s.failed(r, route, errs, "pull")
+}
+
+// resolve turns r's tag into a descriptor at the first endpoint that may resolve and
+// knows it; it returns the endpoint's index, or nil and every endpoint's error.
+func resolve(r Ref, eps []endpoint, get func(endpoint, string) (*remote.Descriptor, error)) (*remote.Descriptor, int, pullErrors) {
+	var errs pullErrors
+	for i, ep := range eps {
+		if !ep.Has(config.CapResolve) {
+			continue
+		}
+		desc, err := get(ep, ":"+r.Tag)
+		if err != nil {
+			slog.Debug("resolve failed", "ref", r.String(), "endpoint", ep.String(), "credentials", ep.creds, "err", err)
+			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			continue
+		}
+		return desc, i, errs
+	}
+	return nil, -1, errs
 }
 
 // failed builds the error of a pull no endpoint could serve; ErrNotFound when every
