@@ -52,7 +52,6 @@ type regOpt struct {
 	user, pass string            // basic auth demanded when user is set
 	tls        func(*tls.Config) // serve TLS, configured by this
 	root       string            // the API root the front serves instead of /v2
-	wrap       func(http.Handler) http.Handler
 }
 
 func newTestRegistry(t *testing.T, o regOpt) *testRegistry {
