@@ -206,6 +206,9 @@ func newRuntimeMoveCommand(undo bool) *cobra.Command {
 		f.StringVar(&p.Binary, "binary", p.Binary, "the quantykube binary the quantykube-runtime unit runs")
 		f.StringVar(&p.RuntimeConfig, "runtime-config", p.RuntimeConfig, "quantykube runtime's configuration (TOML; defaults apply when absent)")
 		f.StringVar(&p.ImageArchives, "image-archives", "", "a directory of docker-archive tarballs to import before copying images from the old runtime")
+		if !undo {
+			f.StringVar(&p.ContainerdConfig, "containerd-config", p.ContainerdConfig, "containerd's configuration, whose registry settings (config_path, mirrors, configs) and sandbox image are carried into --runtime-config (only read)")
+		}
 		f.StringVar(&name, "node-name", "", "the node's name in the API (default: the host name)")
 		if !undo {
 			f.BoolVar(&preflightOnly, "preflight", false, "only run the checks that hold before the node is drained; change nothing (the operator asks this before it cordons the node)")

@@ -228,8 +228,9 @@ func (c *cluster) fingerprint(t *testing.T, node string) string {
 }
 
 // containerdState fingerprints the old runtime's state, which nothing may
-// change: its images and its content store.
+// change: its images, its content store and its configuration (config.toml and
+// the certs.d hosts files install runtime reads to carry the registries over).
 func (c *cluster) containerdState(t *testing.T, node string) string {
 	t.Helper()
-	return c.mustNode(t, node, "sh", "-c", `ctr -n k8s.io images ls -q | sort | sha256sum; ls /var/lib/containerd/io.containerd.content.v1.content/blobs/sha256 | sha256sum`)
+	return c.mustNode(t, node, "sh", "-c", `ctr -n k8s.io images ls -q | sort | sha256sum; ls /var/lib/containerd/io.containerd.content.v1.content/blobs/sha256 | sha256sum; find /etc/containerd -type f | sort | xargs sha256sum`)
 }

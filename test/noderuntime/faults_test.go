@@ -6,7 +6,7 @@ import (
 )
 
 var (
-	installSteps = []string{"start-runtime", "prepull", "stop-kubelet", "remove-old-pods", "switch-kubelet", "start-kubelet"}
+	installSteps = []string{"carry-registries", "start-runtime", "prepull", "stop-kubelet", "remove-old-pods", "switch-kubelet", "start-kubelet"}
 	undoSteps    = []string{"stop-kubelet", "remove-new-pods", "restore-kubelet", "start-kubelet", "stop-runtime"}
 	// afterCommit are the steps that follow a plan's commit step.
 	afterCommit = map[string]bool{"stop-runtime": true}

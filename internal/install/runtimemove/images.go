@@ -45,7 +45,7 @@ func (m *Mover) prepull(ctx context.Context, refs []string) error {
 	if err != nil || len(miss) == 0 {
 		return err
 	}
-	st, err := images.Open(filepath.Join(rc.RootDir, "images"), rc.Mirrors)
+	st, err := images.Open(filepath.Join(rc.RootDir, "images"), rtconfig.Registry{}) // only imports: pulls go through the runtime's CRI
 	if err != nil {
 		return fmt.Errorf("open the runtime's image store: %w", err)
 	}

@@ -169,6 +169,7 @@ func (m *Mover) installPlan() *install.Plan {
 		old = m.meta.OldRuntime
 	}
 	return &install.Plan{Op: "install", Steps: []install.Step{
+		{Name: "carry-registries", Impact: m.carryImpact(), Do: m.carryDo, Undo: m.carryUndo},
 		{Name: "start-runtime", Impact: "none: the quantykube-runtime unit starts beside " + old,
 			Do: m.startRuntimeDo, Undo: m.removeRuntime},
 		{Name: "prepull", Impact: m.prepullImpact(), Do: m.prepullDo},

@@ -32,6 +32,9 @@ type Paths struct {
 	RuntimeConfig string // the runtime's TOML configuration
 	ImageArchives string // optional directory of docker-archive tarballs to import
 	CtrPath       string // containerd's ctr, to export images the new runtime lacks
+	// ContainerdConfig is containerd's config.toml, whose registry settings and sandbox
+	// image are carried into RuntimeConfig (read only; its imports are followed).
+	ContainerdConfig string
 }
 
 // DefaultPaths are kubeadm's and QuantyKube's defaults.
@@ -45,6 +48,8 @@ func DefaultPaths() Paths {
 		Binary:        "/usr/local/bin/quantykube",
 		RuntimeConfig: "/etc/quantykube/runtime.toml",
 		CtrPath:       "ctr",
+
+		ContainerdConfig: "/etc/containerd/config.toml",
 	}
 }
 
@@ -59,6 +64,16 @@ func (p Paths) savedConfig() string {
 }
 func (p Paths) savedFlags() string {
 	return filepath.Join(p.savedDir(), "kubeadm-flags.env")
+}
+
+// savedRuntimeConfig is runtime.toml before carry-registries changed it.
+func (p Paths) savedRuntimeConfig() string {
+	return filepath.Join(p.savedDir(), "runtime.toml")
+}
+
+// savedRuntimeConfigAbsent marks that runtime.toml did not exist.
+func (p Paths) savedRuntimeConfigAbsent() string {
+	return filepath.Join(p.savedDir(), "runtime.toml.absent")
 }
 
 // savedFlagsAbsent marks that kubeadm-flags.env did not exist.

@@ -27,6 +27,9 @@ type meta struct {
 	Images       []string `json:"images"`
 	Restart      []string `json:"restart"` // pods that restart (static and DaemonSet)
 	RootDir      string   `json:"rootDir"` // the new runtime's root dir
+	// Carry is what carry-registries writes into the runtime's configuration (the
+	// block may hold credentials: this file is 0600 in a 0700 directory).
+	Carry *carryPlan `json:"carry,omitempty"`
 }
 
 func (p Paths) writeMeta(m *meta) error {
@@ -91,6 +94,10 @@ func (p Paths) preflight(ctx context.Context, node string, beforeDrain bool) (*m
 	if err != nil {
 		return nil, fmt.Errorf("%v; the current runtime must run during the move", err)
 	}
+	carry, err := p.planRegistries(old)
+	if err != nil {
+		return nil, err
+	}
 	cs, err := p.apiClient()
 	if err != nil {
 		return nil, err
@@ -107,7 +114,7 @@ func (p Paths) preflight(ctx context.Context, node string, beforeDrain bool) (*m
 		return nil, fmt.Errorf("get node %s: %w", node, err)
 	}
 	m := &meta{Node: node, OldEndpoint: k.Endpoint, OldRuntime: old, NewEndpoint: newEndpoint, CgroupDriver: k.CgroupDriver,
-		Images: append(pods.images(), rc.PauseImage), RootDir: rc.RootDir,
+		Images: append(pods.images(), carry.PauseImage), RootDir: rc.RootDir, Carry: &carry,
 		Restart: append(podNames(pods.Static), podNames(pods.DaemonSet)...)}
 	if v, ok := n.Annotations[criSocketAnnotation]; ok {
 		m.Annotation = &v

@@ -88,7 +88,7 @@ func newImportCommand(cfgPath, rootDir *string) *cobra.Command {
 			if *rootDir != "" {
 				cfg.RootDir = *rootDir
 			}
-			st, err := images.Open(filepath.Join(cfg.RootDir, "images"), cfg.Mirrors)
+			st, err := images.Open(filepath.Join(cfg.RootDir, "images"), config.Registry{}) // imports pull nothing
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
@@ -46,11 +48,17 @@ type Config struct {
 	// CgroupParent is the cgroup under which pods go when kubelet gives no parent.
 	CgroupParent string `toml:"cgroup_parent"`
 	// Mirrors maps an upstream registry host (e.g. "docker.io") to the endpoints tried
-	// before it, in order. Images keep their upstream names.
+	// before it, in order. Images keep their upstream names. The older, shorter form of
+	// a registry.hosts entry (a host named in both is an error); see Registries.
 	Mirrors map[string]Mirror `toml:"mirrors"`
+	// Registry is where pulls go, per registry host: mirrors, TLS and credentials
+	// (registry.go; docs/adr/103-registries-carried-over.md). Empty: every image from
+	// its own registry, as before it existed.
+	Registry Registry `toml:"registry"`
 }
 
-// Mirror lists the endpoints tried for one upstream registry host.
+// Mirror lists the endpoints tried for one upstream registry host: a registry.hosts
+// namespace whose hosts have capabilities pull and resolve.
 type Mirror struct {
 	// Endpoints are URLs like "http://127.0.0.1:5000" or "https://mirror.example".
 	Endpoints []string `toml:"endpoints"`
@@ -100,11 +108,46 @@ func Parse(b []byte, c *Config) error {
 	if err := d.Decode(c); err != nil {
 		var sm *toml.StrictMissingError
 		if errors.As(err, &sm) {
-			return fmt.Errorf("unknown key (check the spelling against docs/adr/101-runtime-design.md): %s", strings.TrimSpace(sm.String()))
+			return fmt.Errorf("unknown key %s: check the spelling against docs/adr/101-runtime-design.md (registry: docs/adr/103-registries-carried-over.md)", unknownKeys(sm))
 		}
 		return fmt.Errorf("parse TOML: %w", err)
 	}
+	for ns, n := range c.Registry.Hosts {
+		order, err := keyOrder(b, "registry", "hosts", ns, "host")
+		if err != nil {
+			return err
+		}
+		n.Order = order
+		c.Registry.Hosts[ns] = n
+	}
 	return c.Validate()
+}
+
+// Registries is the effective registry configuration: Registry with each [mirrors]
+// entry as the registry.hosts namespace it stands for. It fails when a host is in both.
+func (c *Config) Registries() (Registry, error) {
+	r := c.Registry
+	if len(c.Mirrors) == 0 {
+		return r, nil
+	}
+	r.Hosts = maps.Clone(r.Hosts)
+	if r.Hosts == nil {
+		r.Hosts = map[string]Namespace{}
+	}
+	for host, m := range c.Mirrors {
+		if _, ok := r.Hosts[host]; ok {
+			return Registry{}, fmt.Errorf("registry host %s is configured twice, in [mirrors] and [registry.hosts]: keep one (registry.hosts is the fuller form)", host)
+		}
+		n := Namespace{Host: map[string]HostConfig{}, SkipUpstream: m.SkipUpstream}
+		for _, e := range m.Endpoints {
+			if _, dup := n.Host[e]; !dup {
+				n.Host[e] = HostConfig{Capabilities: []string{"pull", "resolve"}}
+				n.Order = append(n.Order, e)
+			}
+		}
+		r.Hosts[host] = n
+	}
+	return r, nil
 }
 
 // Validate reports the first field that cannot work, naming the fix.
@@ -129,5 +172,26 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	return nil
+	r, err := c.Registries()
+	if err != nil {
+		return err
+	}
+	return r.validate()
+}
+
+// unknownKeys names the keys of a strict decode's error on one line: `a.b (line 3)`.
+func unknownKeys(sm *toml.StrictMissingError) string {
+	var out []string
+	for _, e := range sm.Errors {
+		var parts []string
+		for _, k := range e.Key() {
+			if strings.ContainsAny(k, ".\" \t") || k == "" {
+				k = strconv.Quote(k)
+			}
+			parts = append(parts, k)
+		}
+		row, _ := e.Position()
+		out = append(out, fmt.Sprintf("%s (line %d)", strings.Join(parts, "."), row))
+	}
+	return strings.Join(out, ", ")
 }

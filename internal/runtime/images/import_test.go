@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/quantyroot/quantykube/internal/runtime/config"
 )
 
 func TestImportDockerArchive(t *testing.T) {
@@ -23,12 +25,12 @@ func TestImportDockerArchive(t *testing.T) {
 	if err := tarball.WriteToFile(p, tag, img); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(t.TempDir(), nil)
+	s, err := Open(t.TempDir(), config.Registry{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second store on the same directory stands for the running runtime.
-	running, _ := Open(s.Root, nil)
+	running, _ := Open(s.Root, config.Registry{})
 	got, err := s.Import(p)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("import: %v %v", got, err)

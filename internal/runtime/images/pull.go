@@ -11,51 +11,26 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/quantyroot/quantykube/internal/runtime/config"
 )
 
 // ErrNotFound is returned by Pull when no endpoint has the image.
 var ErrNotFound = errors.New("image not found")
 
-// Auth is registry credentials from the CRI request.
-type Auth struct {
-	Username, Password, Auth, IdentityToken, RegistryToken string
-}
-
-func (a *Auth) authenticator() authn.Authenticator {
-	if a == nil || *a == (Auth{}) {
-		return authn.Anonymous
-	}
-	return authn.FromConfig(authn.AuthConfig{Username: a.Username, Password: a.Password, Auth: a.Auth,
-		IdentityToken: a.IdentityToken, RegistryToken: a.RegistryToken})
-}
-
-// endpoint is one place to pull from.
-type endpoint struct {
-	host     string
-	insecure bool
-}
-
-// endpoints lists where ref is tried: the configured mirrors in order, then upstream
-// unless the mirror entry says skip_upstream.
-func (s *Store) endpoints(r Ref) []endpoint {
-	var out []endpoint
-	m, ok := s.Mirrors[r.Registry]
-	for _, e := range m.Endpoints {
-		host := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(e, "https://"), "http://"), "/")
-		out = append(out, endpoint{host: host, insecure: strings.HasPrefix(e, "http://")})
-	}
-	if !ok || !m.SkipUpstream {
-		out = append(out, endpoint{host: r.Registry})
-	}
-	return out
-}
-
-// Pull fetches ref (for linux/amd64 or the host platform) and returns the stored image.
-// The image keeps ref's upstream name even when a mirror served it.
+// Pull fetches ref (for linux and the host's architecture) and returns the stored
+// image. The image keeps ref's upstream name even when a mirror served it.
+//
+// Where it goes is the registry configuration's route for ref's registry (see
+// config.Registry): a tag is resolved to a digest by the first endpoint with the
+// resolve capability that knows it, then the content is fetched by that digest from
+// the endpoints with the pull capability, in order, until one serves all of it. A
+// digest reference skips the resolve. Each endpoint gets the credentials credentialsFor
+// picks. The error of a failed pull names the registry, where its configuration came
+// from and every endpoint tried with its own error.
 func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (Image, error) {
 	r, err := ParseRef(ref)
 	if err != nil {
@@ -66,31 +41,93 @@ func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (Image, error)
 	lock.Lock()
 	defer lock.Unlock()
 
-	var errs []error
-	for _, ep := range s.endpoints(r) {
-		nr, err := r.at(ep.host, ep.insecure)
+	route, err := s.Registry.Route(r.Registry)
+	if err != nil {
+		return Image{}, fmt.Errorf("pull %s: registry configuration of %s: %w", r, r.Registry, err)
+	}
+	var eps []endpoint
+	for _, e := range route.Endpoints {
+		ep, err := newEndpoint(e, r.Registry, auth, &s.Registry)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ep.host, err))
+			return Image{}, fmt.Errorf("pull %s: %s of %s (%s): %w", r, e, r.Registry, sourceOf(route), err)
+		}
+		defer ep.done()
+		eps = append(eps, ep)
+	}
+	platform := remote.WithPlatform(v1.Platform{OS: "linux", Architecture: hostArch()})
+	get := func(ep endpoint, at string) (*remote.Descriptor, error) {
+		nr, err := r.at(ep.Host(), ep.PlainHTTP(), at)
+		if err != nil {
+			return nil, err
+		}
+		return remote.Get(nr, append([]remote.Option{remote.WithContext(ctx), platform}, ep.opts...)...)
+	}
+
+	var errs pullErrors
+	digest, resolvedAt := r.Digest, -1
+	var resolved *remote.Descriptor
+	if digest == "" {
+		if resolved, resolvedAt, errs = resolve(r, eps, get); resolved == nil {
+			return Image{}, s.failed(r, route, errs, "resolve")
+		}
+		digest = resolved.Digest.String()
+	}
+	for i, ep := range eps {
+		if !ep.Has(config.CapPull) {
 			continue
 		}
-		opts := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: hostArch()})}
-		if ep.host == r.Registry {
-			opts = append(opts, remote.WithAuth(auth.authenticator()))
-		}
-		desc, err := remote.Get(nr, opts...)
-		if err != nil {
-			slog.Debug("pull endpoint failed", "ref", r.String(), "endpoint", ep.host, "err", err)
-			errs = append(errs, fmt.Errorf("%s: %w", ep.host, err))
-			continue
+		desc := resolved
+		if i != resolvedAt {
+			if desc, err = get(ep, "@"+digest); err != nil {
+				slog.Debug("pull failed", "ref", r.String(), "endpoint", ep.String(), "credentials", ep.creds, "err", err)
+				errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+				continue
+			}
 		}
 		img, err := desc.Image()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: resolve platform image: %w", ep.host, err))
+			errs = append(errs, fmt.Errorf("%s: resolve platform image: %w", ep, err))
 			continue
 		}
-		return s.store(r, desc.Digest.String(), img)
+		im, err := s.store(r, digest, img)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			continue
+		}
+		if ep.Mirror {
+			slog.Debug("pulled through mirror", "ref", r.String(), "endpoint", ep.String())
+		}
+		return im, nil
 	}
-	notFound := len(errs) > 0
+	return Image{}, s.failed(r, route, errs, "pull")
+}
+
+// resolve turns r's tag into a descriptor at the first endpoint that may resolve and
+// knows it; it returns the endpoint's index, or nil and every endpoint's error.
+func resolve(r Ref, eps []endpoint, get func(endpoint, string) (*remote.Descriptor, error)) (*remote.Descriptor, int, pullErrors) {
+	var errs pullErrors
+	for i, ep := range eps {
+		if !ep.Has(config.CapResolve) {
+			continue
+		}
+		desc, err := get(ep, ":"+r.Tag)
+		if err != nil {
+			slog.Debug("resolve failed", "ref", r.String(), "endpoint", ep.String(), "credentials", ep.creds, "err", err)
+			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			continue
+		}
+		return desc, i, errs
+	}
+	return nil, -1, errs
+}
+
+// failed builds the error of a pull no endpoint could serve; ErrNotFound when every
+// endpoint said it does not have the image.
+func (s *Store) failed(r Ref, route config.Route, errs pullErrors, verb string) error {
+	if len(errs) == 0 {
+		return fmt.Errorf("pull %s: no endpoint of %s (%s) has the %s capability: add it to a host's capabilities", r, r.Registry, sourceOf(route), verb)
+	}
+	notFound := true
 	for _, e := range errs {
 		var te *transport.Error
 		if !errors.As(e, &te) || te.StatusCode != 404 && !slices.ContainsFunc(te.Errors, func(d transport.Diagnostic) bool {
@@ -99,12 +136,34 @@ func (s *Store) Pull(ctx context.Context, ref string, auth *Auth) (Image, error)
 			notFound = false
 		}
 	}
-	err = errors.Join(errs...)
 	if notFound {
-		return Image{}, fmt.Errorf("pull %s: %w: %v", r, ErrNotFound, err)
+		return fmt.Errorf("pull %s from %s (%s): %w: %w", r, r.Registry, sourceOf(route), ErrNotFound, errs)
 	}
-	return Image{}, fmt.Errorf("pull %s: %w", r, err)
+	return fmt.Errorf("pull %s from %s (%s): %w", r, r.Registry, sourceOf(route), errs)
 }
+
+func sourceOf(rt config.Route) string {
+	if rt.Source == "" {
+		return "no registry configuration"
+	}
+	return rt.Source
+}
+
+// pullErrors are the errors of each endpoint tried, on one line.
+type pullErrors []error
+
+func (p pullErrors) Error() string {
+	var b strings.Builder
+	for i, e := range p {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(strings.ReplaceAll(e.Error(), "\n", " "))
+	}
+	return b.String()
+}
+
+func (p pullErrors) Unwrap() []error { return p }
 
 // store unpacks img's missing layers, writes its config and records it under r.
 func (s *Store) store(r Ref, manifestDigest string, img v1.Image) (Image, error) {

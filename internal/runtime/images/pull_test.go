@@ -37,7 +37,12 @@ func mirrorStore(t *testing.T, refs ...string) (*Store, string) {
 			t.Fatal(err)
 		}
 	}
-	s, err := Open(t.TempDir(), map[string]config.Mirror{"example.invalid": {Endpoints: []string{srv.URL}, SkipUpstream: true}})
+	c := config.Config{Mirrors: map[string]config.Mirror{"example.invalid": {Endpoints: []string{srv.URL}, SkipUpstream: true}}}
+	reg, err := c.Registries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(t.TempDir(), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +78,7 @@ func TestPullThroughMirrorKeepsUpstreamName(t *testing.T) {
 		}
 	}
 	// A reopened store (restart) still knows the image.
-	s2, err := Open(s.Root, s.Mirrors)
+	s2, err := Open(s.Root, s.Registry)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,18 +51,14 @@ func (r Ref) String() string {
 	return r.Name() + ":" + r.Tag
 }
 
-// at returns the go-containerregistry reference of r on another registry host.
-func (r Ref) at(host string, insecure bool) (name.Reference, error) {
+// at returns the go-containerregistry reference of r's repository on another
+// registry host, with tagOrDigest (":v1" or "@sha256:...") instead of r's own.
+func (r Ref) at(host string, insecure bool, tagOrDigest string) (name.Reference, error) {
 	var opts []name.Option
 	if insecure {
 		opts = append(opts, name.Insecure)
 	}
-	s := host + "/" + r.Repository
-	if r.Digest != "" {
-		s += "@" + r.Digest
-	} else {
-		s += ":" + r.Tag
-	}
+	s := host + "/" + r.Repository + tagOrDigest
 	if host == "docker.io" {
 		s = strings.TrimPrefix(s, "docker.io/")
 	}

@@ -44,10 +44,12 @@ type Image struct {
 
 // Store is the image store.
 type Store struct {
-	Root    string
-	Mirrors map[string]config.Mirror
-	mu      sync.Mutex
-	images  map[string]*Image // by ID
+	Root string
+	// Registry is where pulls go (its Route per registry host) and the configured
+	// credentials; the zero value pulls every image from its own registry.
+	Registry config.Registry
+	mu       sync.Mutex
+	images   map[string]*Image // by ID
 	// indexMod and indexSize identify the index.json version in memory.
 	indexMod  time.Time
 	indexSize int64
@@ -62,8 +64,9 @@ type Store struct {
 	usageAt time.Time
 }
 
-// Open loads the store at root, creating it if missing.
-func Open(root string, mirrors map[string]config.Mirror) (*Store, error) {
+// Open loads the store at root, creating it if missing; pulls follow reg
+// (config.Config.Registries).
+func Open(root string, reg config.Registry) (*Store, error) {
 	for _, d := range []string{"layers", "configs", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(root, d), 0o711); err != nil {
 			return nil, fmt.Errorf("create image store: %w", err)
@@ -74,7 +77,7 @@ func Open(root string, mirrors map[string]config.Mirror) (*Store, error) {
 	for _, e := range ents {
 		os.RemoveAll(filepath.Join(root, "tmp", e.Name()))
 	}
-	s := &Store{Root: root, Mirrors: mirrors, images: map[string]*Image{}}
+	s := &Store{Root: root, Registry: reg, images: map[string]*Image{}}
 	if err := s.reloadLocked(); err != nil {
 		return nil, err
 	}

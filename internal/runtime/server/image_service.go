@@ -69,7 +69,9 @@ const replyMargin = 10 * time.Millisecond
 // pullTimeout bounds one pull, whatever the caller's deadline.
 const pullTimeout = 30 * time.Minute
 
-// PullImage pulls through the configured mirrors and returns the image ID.
+// PullImage pulls through the registry configuration's endpoints (config.Registry) and
+// returns the image ID. The request's credentials (kubelet's, from the pod's image pull
+// secrets) take precedence over configured ones for the image's own registry.
 func (s *Service) PullImage(ctx context.Context, r *runtimeapi.PullImageRequest) (*runtimeapi.PullImageResponse, error) {
 	ref := r.GetImage().GetImage()
 	if ref == "" {
@@ -77,7 +79,8 @@ func (s *Service) PullImage(ctx context.Context, r *runtimeapi.PullImageRequest)
 	}
 	var auth *images.Auth
 	if a := r.GetAuth(); a != nil {
-		auth = &images.Auth{Username: a.Username, Password: a.Password, Auth: a.Auth, IdentityToken: a.IdentityToken, RegistryToken: a.RegistryToken}
+		auth = &images.Auth{Username: a.Username, Password: a.Password, Auth: a.Auth, IdentityToken: a.IdentityToken,
+			RegistryToken: a.RegistryToken, ServerAddress: a.ServerAddress}
 	}
 	ctx, cancel := context.WithTimeout(ctx, pullTimeout)
 	defer cancel()

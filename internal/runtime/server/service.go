@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -82,7 +83,16 @@ func New(cfg config.Config, o Options) (*Service, error) {
 	if err := makeDirs(cfg); err != nil {
 		return nil, err
 	}
-	im, err := images.Open(filepath.Join(cfg.RootDir, "images"), cfg.Mirrors)
+	reg, err := cfg.Registries()
+	if err != nil {
+		return nil, err
+	}
+	// A problem in a hosts.toml or certificate fails only the pulls of its registry
+	// (files under config_path are read at each pull and may be fixed meanwhile).
+	if err := reg.Check(); err != nil {
+		slog.Warn("registry configuration: pulls of the registry it names will fail until it is fixed", "err", err)
+	}
+	im, err := images.Open(filepath.Join(cfg.RootDir, "images"), reg)
 	if err != nil {
 		return nil, err
 	}
