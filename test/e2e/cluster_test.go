@@ -23,7 +23,7 @@ import (
 type cluster struct {
 	*harness.Cluster
 	worker, cp string // node names
-	manifest   string // deploy/quantykube.yaml
+	manifest   string // the release's quantykube.yaml (scripts/release.sh)
 	demo       bool   // the demo: a clean run, no operator kills, no fault
 	c          client.Client
 }
@@ -72,7 +72,7 @@ func (c *cluster) kubectl(t *testing.T, in string, args ...string) string {
 	return string(out)
 }
 
-// applyManifest applies deploy/quantykube.yaml unchanged, as a user would:
+// applyManifest applies the release's quantykube.yaml unchanged, as a user would:
 // the operator finds the API server through the kubernetes Service
 // (kube-proxy, installed by kubeadm, routes it).
 func (c *cluster) applyManifest(t *testing.T) {
