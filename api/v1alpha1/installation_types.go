@@ -179,6 +179,27 @@ type InstallationStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Operator is the build of the operator that wrote this status: every
+	// status write records it, and an operator that starts writes it
+	// (its first pass), so after an upgrade it names the one now running.
+	// +optional
+	Operator *OperatorStatus `json:"operator,omitempty"`
+}
+
+// OperatorStatus is which build of the operator runs.
+type OperatorStatus struct {
+	// Version is the operator's release version (`quantykube version`).
+	Version string `json:"version"`
+	// Commit is the commit it was built from: 12 hex digits, with "-dirty"
+	// for a tree with changes not committed; empty when unknown (a build
+	// other than scripts/release.sh's).
+	// +optional
+	Commit string `json:"commit,omitempty"`
+	// Image is the image its host pods run (its --image or
+	// QUANTYKUBE_IMAGE): the reference a release's quantykube.yaml pins by
+	// digest.
+	// +optional
+	Image string `json:"image,omitempty"`
 }
 
 // HAStatus is the store's HA move over several control-plane nodes: the

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+	"github.com/quantyroot/quantykube/internal/version"
 )
 
 // Namespace is where the operator and its host pods live.
@@ -88,6 +89,8 @@ type outcome struct {
 // right after our own status write would otherwise act on the step before
 // it), decides and acts on at most one step, and records what it found in
 // one status write, the only one of the pass, which sends the pass's Events.
+// That write also names the operator's build (status.operator), so an
+// operator's first pass records a new build even when no step is due.
 // A pass that meets a transient error records nothing and is retried.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.defaults()
@@ -107,7 +110,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	in.Status.Operator = r.build()
 	return res, r.record(ctx, p, read)
+}
+
+// build is this operator's build as status.operator records it.
+func (r *Reconciler) build() *v1.OperatorStatus {
+	return &v1.OperatorStatus{Version: version.Version, Commit: version.Commit, Image: r.Image}
 }
 
 // decide computes the pass's status in p.in.Status: it refuses an

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/quantyroot/quantykube/api/v1alpha1"
+	"github.com/quantyroot/quantykube/internal/version"
 )
 
 // Scenarios of TestReconcilerRealAPIServer about what the operator is given.
@@ -125,5 +126,25 @@ func testEnsureInstallation(t *testing.T, api *testAPI) {
 	if !in.Spec.Store || in.Spec.Runtime.NodeSelector[v1.RuntimeLabel] != v1.RuntimeLabelValue || in.Spec.NodeTimeout == nil || in.Spec.NodeTimeout.Duration != 10*time.Minute ||
 		in.Spec.StoreTimeout == nil || in.Spec.StoreTimeout.Duration != 15*time.Minute || in.Spec.Drain.DeleteEmptyDirData {
 		t.Errorf("spec %+v; want store, the runtime label, the 10m and 15m defaults, emptyDir data kept", in.Spec)
+	}
+}
+
+// testOperatorRecorded: status.operator names the build that runs, and a
+// new build (an upgraded operator) is recorded by its first pass.
+func testOperatorRecorded(t *testing.T, api *testAPI) {
+	defer func(c string) { version.Commit = c }(version.Commit)
+	w := newWorld(t, api, true, []string{"cp1"}, []string{"w1"})
+	mustCreate(t, api.Client, defaultInstallation())
+	version.Commit = "0123456789ab"
+	w.pass(t)
+	want := v1.OperatorStatus{Version: version.Version, Commit: "0123456789ab", Image: "quantykube.local/quantykube:dev"}
+	if got := w.installation(t).Status.Operator; got == nil || *got != want {
+		t.Errorf("status.operator = %+v, want %+v", got, want)
+	}
+	version.Commit = "ba9876543210"
+	w.pass(t)
+	want.Commit = "ba9876543210"
+	if got := w.installation(t).Status.Operator; got == nil || *got != want {
+		t.Errorf("after an upgrade: status.operator = %+v, want %+v", got, want)
 	}
 }

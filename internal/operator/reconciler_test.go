@@ -45,6 +45,7 @@ func TestReconcilerRealAPIServer(t *testing.T) {
 		{"three control planes: runtime moves of control planes after the store, one at a time", testHAControlPlaneRuntime},
 		{"only the Installation named quantykube", testOnlyOneName},
 		{"the operator creates the Installation when absent", testEnsureInstallation},
+		{"status.operator names the build that runs", testOperatorRecorded},
 	} {
 		t.Run(sc.name, func(t *testing.T) { sc.run(t, api) })
 	}

@@ -20,8 +20,8 @@ func TestManifestImageIsVersion(t *testing.T) {
 		t.Fatal("deploy/quantykube.yaml names no quantykube image")
 	}
 	for _, r := range refs {
-		if r[1] != ImageRef() {
-			t.Errorf("deploy/quantykube.yaml names %s, want %s (version.Version): run scripts/generate.sh", r[1], ImageRef())
+		if want := Image + ":" + Version; r[1] != want {
+			t.Errorf("deploy/quantykube.yaml names %s, want %s (version.Version): run scripts/generate.sh", r[1], want)
 		}
 	}
 	if strings.Contains(string(b), ":dev") {
@@ -32,5 +32,30 @@ func TestManifestImageIsVersion(t *testing.T) {
 func TestVersionIsSemver(t *testing.T) {
 	if !regexp.MustCompile(`^v\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$`).MatchString(Version) {
 		t.Fatalf("Version %q is not vMAJOR.MINOR.PATCH[-PRE]", Version)
+	}
+}
+
+// The tag of a build names its commit when one is stamped, and never a
+// malformed one.
+func TestTag(t *testing.T) {
+	defer func(c string) { Commit = c }(Commit)
+	for commit, want := range map[string]string{
+		"":                   Version,
+		"0123456789ab":       Version + "-0123456789ab",
+		"0123456789ab-dirty": Version + "-0123456789ab-dirty",
+		"0123456789abcdef":   Version, // not 12 digits: not a tag
+		"main":               Version,
+	} {
+		Commit = commit
+		if got := Tag(); got != want {
+			t.Errorf("Commit %q: Tag() = %q, want %q", commit, got, want)
+		}
+	}
+	Commit = "0123456789ab"
+	if got, want := ImageRef(), Image+":"+Version+"-0123456789ab"; got != want {
+		t.Errorf("ImageRef() = %q, want %q", got, want)
+	}
+	if got, want := String(), Version+", commit 0123456789ab"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }

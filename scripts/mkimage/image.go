@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -25,6 +26,13 @@ type imageSpec struct {
 	workdir    string
 	arch       string
 	format     string // "docker" (docker-archive, the default) or "oci" (OCI archive)
+	// created dates the image (its config's created) and every tar entry
+	// of the layer and the archive; zero: no created, entries at epoch.
+	created time.Time
+	// digestFile, when set (OCI archives only), receives the image's
+	// manifest digest ("sha256:<hex>\n"): the digest a reference pinned
+	// to this image names.
+	digestFile string
 }
 
 const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -34,6 +42,13 @@ const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 func build(s imageSpec) error {
 	if s.format != "" && s.format != "docker" && s.format != "oci" {
 		return fmt.Errorf("-format %q: want docker or oci", s.format)
+	}
+	if s.digestFile != "" && s.format != "oci" {
+		return fmt.Errorf("-digest-file needs -format oci: only an OCI archive keeps the manifest the digest names")
+	}
+	mtime := epoch
+	if !s.created.IsZero() {
+		mtime = s.created.UTC()
 	}
 	refs := make([]name.Reference, 0, len(s.tags))
 	for _, t := range s.tags {
@@ -52,7 +67,7 @@ func build(s imageSpec) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", layerPath, err)
 	}
-	if err := writeLayer(lf, s.files, s.links); err != nil {
+	if err := writeLayer(lf, s.files, s.links, mtime); err != nil {
 		lf.Close()
 		return fmt.Errorf("write layer %s: %w", layerPath, err)
 	}
@@ -86,28 +101,41 @@ func build(s imageSpec) error {
 		Env:        append([]string{defaultPath}, s.envs...),
 		WorkingDir: s.workdir,
 	}
+	if !s.created.IsZero() {
+		cf.Created = v1.Time{Time: mtime}
+	}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return fmt.Errorf("set config: %w", err)
 	}
 	tmp := s.out + ".tmp"
-	if err := writeArchive(tmp, img, refs, s.format); err != nil {
+	if err := writeArchive(tmp, img, refs, s.format, mtime); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, s.out); err != nil {
 		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
+	if s.digestFile != "" {
+		d, err := img.Digest()
+		if err != nil {
+			return fmt.Errorf("manifest digest: %w", err)
+		}
+		if err := os.WriteFile(s.digestFile, []byte(d.String()+"\n"), 0o644); err != nil {
+			return fmt.Errorf("write the digest to %s: %w", s.digestFile, err)
+		}
+	}
 	return nil
 }
 
-// writeArchive writes img under every ref to path in the given format.
-func writeArchive(path string, img v1.Image, refs []name.Reference, format string) error {
+// writeArchive writes img under every ref to path in the given format; an
+// OCI archive's entries are dated mtime.
+func writeArchive(path string, img v1.Image, refs []name.Reference, format string, mtime time.Time) error {
 	if format == "oci" {
 		tags := make([]string, len(refs))
 		for i, r := range refs {
 			tags[i] = r.Name()
 		}
-		return writeOCIArchive(path, img, tags)
+		return writeOCIArchive(path, img, tags, mtime)
 	}
 	refToImage := make(map[name.Reference]v1.Image, len(refs))
 	for _, r := range refs {

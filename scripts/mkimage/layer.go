@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// epoch is the modification time of every entry, so equal inputs give equal
-// layer digests.
+// epoch is the modification time of every entry when the caller sets none
+// (no SOURCE_DATE_EPOCH), so equal inputs give equal layer digests.
 var epoch = time.Unix(0, 0)
 
 const passwd = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
@@ -21,8 +21,10 @@ const group = "root:x:0:\nnogroup:x:65534:\n"
 
 // writeLayer writes the image's single layer as a gzip-compressed tar to w:
 // the parent directories of every entry, /etc/passwd, /etc/group, /tmp, the
-// files and the symlinks. Entries are sorted by path.
-func writeLayer(w io.Writer, files, links [][2]string) error {
+// files and the symlinks. Entries are sorted by path, dated mtime, owned by
+// 0:0 with fixed modes (see addFile); the gzip header has no name and no
+// time. Equal inputs and mtime give equal bytes.
+func writeLayer(w io.Writer, files, links [][2]string, mtime time.Time) error {
 	zw, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
 	if err != nil {
 		return fmt.Errorf("gzip writer: %w", err)
@@ -45,13 +47,13 @@ func writeLayer(w io.Writer, files, links [][2]string) error {
 		if d == "tmp" {
 			mode = 0o1777
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: mode, ModTime: epoch}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: mode, ModTime: mtime}); err != nil {
 			return fmt.Errorf("tar dir %s: %w", d, err)
 		}
 	}
 	for _, e := range [][2]string{{"etc/group", group}, {"etc/passwd", passwd}} { // in path order: a map would vary the layer
 		name, body := e[0], e[1]
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: epoch}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: mtime}); err != nil {
 			return fmt.Errorf("tar %s: %w", name, err)
 		}
 		if _, err := io.WriteString(tw, body); err != nil {
@@ -59,12 +61,12 @@ func writeLayer(w io.Writer, files, links [][2]string) error {
 		}
 	}
 	for _, f := range files {
-		if err := addFile(tw, f[0], clean(f[1])); err != nil {
+		if err := addFile(tw, f[0], clean(f[1]), mtime); err != nil {
 			return err
 		}
 	}
 	for _, l := range links {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: clean(l[0]), Linkname: l[1], Mode: 0o777, ModTime: epoch}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: clean(l[0]), Linkname: l[1], Mode: 0o777, ModTime: mtime}); err != nil {
 			return fmt.Errorf("tar symlink %s: %w", l[0], err)
 		}
 	}
@@ -77,9 +79,10 @@ func writeLayer(w io.Writer, files, links [][2]string) error {
 	return nil
 }
 
-// addFile copies the regular file src into the layer at dst, keeping its
-// permission bits.
-func addFile(tw *tar.Writer, src, dst string) error {
+// addFile copies the regular file src into the layer at dst: mode 0755 if
+// any execute bit of src is set, else 0644, so the umask a file was built
+// under never changes the layer.
+func addFile(tw *tar.Writer, src, dst string, mtime time.Time) error {
 	f, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", src, err)
@@ -92,7 +95,11 @@ func addFile(tw *tar.Writer, src, dst string) error {
 	if !st.Mode().IsRegular() {
 		return fmt.Errorf("add %s: not a regular file; pass the file itself, not a directory or device", src)
 	}
-	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: dst, Mode: int64(st.Mode().Perm()), Size: st.Size(), ModTime: epoch}
+	mode := int64(0o644)
+	if st.Mode().Perm()&0o111 != 0 {
+		mode = 0o755
+	}
+	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: dst, Mode: mode, Size: st.Size(), ModTime: mtime}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return fmt.Errorf("tar %s: %w", dst, err)
 	}

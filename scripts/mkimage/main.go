@@ -11,6 +11,12 @@
 //	go run ./scripts/mkimage -out X.tar -tag registry.k8s.io/pause:3.10.2 \
 //	    -add /path/pause:/pause -entrypoint /pause
 //
+// SOURCE_DATE_EPOCH (seconds since 1970, as reproducible-builds.org defines
+// it), when set, is the image's created time and the date of every tar entry;
+// unset, entries are dated at epoch and the config has no created time.
+// -digest-file (with -format oci) writes the image's manifest digest, what a
+// reference pinned by digest names (scripts/release.sh).
+//
 // Invariants: the image has exactly one layer holding the -add files, the
 // -link symlinks, a minimal /etc/passwd and /etc/group (root and nobody) and a
 // world-writable /tmp; its config names linux/amd64 (the host's platform) so
@@ -24,7 +30,9 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // listFlag collects a repeatable string flag.
@@ -46,6 +54,7 @@ func main() {
 	flag.StringVar(&cmd, "cmd", "", "comma-separated default arguments")
 	flag.StringVar(&spec.workdir, "workdir", "/", "working directory of the image")
 	flag.StringVar(&spec.format, "format", "docker", "archive format: docker (docker-archive) or oci (OCI image layout as a tar)")
+	flag.StringVar(&spec.digestFile, "digest-file", "", "with -format oci: write the image's manifest digest (sha256:...) to this file")
 	flag.Parse()
 
 	if spec.out == "" || len(tags) == 0 {
@@ -58,6 +67,9 @@ func main() {
 	spec.cmd = splitList(cmd)
 	spec.arch = runtime.GOARCH
 	var err error
+	if spec.created, err = sourceDateEpoch(os.Getenv("SOURCE_DATE_EPOCH")); err != nil {
+		fail(err)
+	}
 	if spec.files, err = parsePairs(adds, "-add", "SRC:DST"); err != nil {
 		fail(err)
 	}
@@ -93,4 +105,16 @@ func parsePairs(values []string, flagName, form string) ([][2]string, error) {
 		out = append(out, [2]string{a, b})
 	}
 	return out, nil
+}
+
+// sourceDateEpoch parses SOURCE_DATE_EPOCH; "" gives the zero time (unset).
+func sourceDateEpoch(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want seconds since 1970, e.g. $(git log -1 --format=%%ct)", v)
+	}
+	return time.Unix(n, 0).UTC(), nil
 }

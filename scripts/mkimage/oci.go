@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -25,9 +26,9 @@ const (
 
 // writeOCIArchive writes img to out as an OCI archive: a tar of an OCI image
 // layout (oci-layout, index.json, blobs/sha256/...) whose index holds one
-// manifest entry per tag, with the image's platform. Entries are sorted and dated at epoch, so equal
-// images give equal archives.
-func writeOCIArchive(out string, img v1.Image, tags []string) error {
+// manifest entry per tag, in the order given, with the image's platform. Entries are sorted, dated
+// mtime, owned by 0:0, mode 0644 (directories 0755), uncompressed: equal images give equal archives.
+func writeOCIArchive(out string, img v1.Image, tags []string, mtime time.Time) error {
 	dir, err := os.MkdirTemp(filepath.Dir(out), ".oci-layout-")
 	if err != nil {
 		return fmt.Errorf("layout dir: %w", err)
@@ -52,7 +53,7 @@ func writeOCIArchive(out string, img v1.Image, tags []string) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", out, err)
 	}
-	if err := tarDir(f, dir); err != nil {
+	if err := tarDir(f, dir, mtime); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", out, err)
 	}
@@ -63,8 +64,8 @@ func writeOCIArchive(out string, img v1.Image, tags []string) error {
 }
 
 // tarDir writes the regular files and directories below dir to w, sorted by
-// path, as an uncompressed tar.
-func tarDir(w io.Writer, dir string) error {
+// path, dated mtime, as an uncompressed tar.
+func tarDir(w io.Writer, dir string, mtime time.Time) error {
 	var paths []string
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -87,12 +88,12 @@ func tarDir(w io.Writer, dir string) error {
 			return err
 		}
 		if st.IsDir() {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: 0o755, ModTime: epoch}); err != nil {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: rel + "/", Mode: 0o755, ModTime: mtime}); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: 0o644, Size: st.Size(), ModTime: epoch}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: 0o644, Size: st.Size(), ModTime: mtime}); err != nil {
 			return err
 		}
 		if err := copyFile(tw, p); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"os"
@@ -83,6 +84,112 @@ func TestBuildWritesOCIArchive(t *testing.T) {
 	}
 	if m.Platform.OS != "linux" || m.Platform.Architecture != "amd64" {
 		t.Errorf("platform = %s/%s, want linux/amd64", m.Platform.OS, m.Platform.Architecture)
+	}
+}
+
+// TestBuildDatedAndDigest: with a created time (SOURCE_DATE_EPOCH) every
+// entry of the archive and of the layer carries it, the config says it, a
+// file's mode does not depend on the umask it was written under, and
+// -digest-file names the manifest the archive's index names.
+func TestBuildDatedAndDigest(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	created, err := sourceDateEpoch("1700000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := imageSpec{
+		out: filepath.Join(dir, "a.tar"), tags: []string{"ghcr.io/quantyroot/quantykube:v0.1.0", "ghcr.io/quantyroot/quantykube:v0.1.0-0123456789ab"},
+		files: [][2]string{{bin, "/usr/local/bin/quantykube"}}, arch: "amd64", format: "oci",
+		created: created, digestFile: filepath.Join(dir, "digest"),
+	}
+	if err := build(spec); err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	dg, err := os.ReadFile(spec.digestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(spec.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	files := map[string][]byte{}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !h.ModTime.Equal(created) || h.Uid != 0 || h.Gid != 0 {
+			t.Errorf("%s: mtime %v uid %d gid %d, want %v 0 0", h.Name, h.ModTime, h.Uid, h.Gid, created)
+		}
+		files[h.Name], _ = io.ReadAll(tr)
+	}
+	var idx struct {
+		Manifests []struct {
+			Digest string `json:"digest"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(files["index.json"], &idx); err != nil {
+		t.Fatalf("index.json: %v", err)
+	}
+	if len(idx.Manifests) != 2 {
+		t.Fatalf("index has %d manifests, want one per tag (2)", len(idx.Manifests))
+	}
+	for _, m := range idx.Manifests {
+		if m.Digest+"\n" != string(dg) {
+			t.Errorf("index names %s, -digest-file says %q", m.Digest, dg)
+		}
+	}
+	var manifest struct {
+		Config struct{ Digest string }   `json:"config"`
+		Layers []struct{ Digest string } `json:"layers"`
+	}
+	hexOf := func(d string) string { return d[len("sha256:"):] }
+	if err := json.Unmarshal(files["blobs/sha256/"+hexOf(idx.Manifests[0].Digest)], &manifest); err != nil || len(manifest.Layers) != 1 {
+		t.Fatalf("manifest: %v, %d layers", err, len(manifest.Layers))
+	}
+	var cfg struct{ Created string }
+	if err := json.Unmarshal(files["blobs/sha256/"+hexOf(manifest.Config.Digest)], &cfg); err != nil || cfg.Created != "2023-11-14T22:13:20Z" {
+		t.Errorf("config created = %q (%v), want 2023-11-14T22:13:20Z", cfg.Created, err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(files["blobs/sha256/"+hexOf(manifest.Layers[0].Digest)]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !zr.ModTime.IsZero() || zr.Name != "" {
+		t.Errorf("layer's gzip header has mtime %v name %q, want neither", zr.ModTime, zr.Name)
+	}
+	lr := tar.NewReader(zr)
+	for {
+		h, err := lr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !h.ModTime.Equal(created) {
+			t.Errorf("layer entry %s dated %v, want %v", h.Name, h.ModTime, created)
+		}
+		if h.Name == "usr/local/bin/quantykube" && h.Mode != 0o755 {
+			t.Errorf("a 0700 file is %o in the layer, want 0755", h.Mode)
+		}
+	}
+	if _, err := sourceDateEpoch("yesterday"); err == nil {
+		t.Error("SOURCE_DATE_EPOCH=yesterday accepted")
+	}
+	spec.format, spec.out = "docker", filepath.Join(dir, "d.tar")
+	if err := build(spec); err == nil {
+		t.Error("-digest-file accepted with a docker-archive")
 	}
 }
 

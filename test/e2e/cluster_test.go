@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ import (
 type cluster struct {
 	*harness.Cluster
 	worker, cp string // node names
-	manifest   string // deploy/quantykube.yaml
+	manifest   string // the release's quantykube.yaml (scripts/release.sh)
 	demo       bool   // the demo: a clean run, no operator kills, no fault
 	c          client.Client
 }
@@ -72,12 +73,34 @@ func (c *cluster) kubectl(t *testing.T, in string, args ...string) string {
 	return string(out)
 }
 
-// applyManifest applies deploy/quantykube.yaml unchanged, as a user would:
+// applyManifest applies the release's quantykube.yaml unchanged, as a user would:
 // the operator finds the API server through the kubernetes Service
 // (kube-proxy, installed by kubeadm, routes it).
 func (c *cluster) applyManifest(t *testing.T) {
 	t.Helper()
 	c.kubectl(t, "", "apply", "-f", c.manifest)
+}
+
+// pinnedImage finds the image a release's manifest names, pinned by digest.
+var pinnedImage = regexp.MustCompile(`(?m)^\s*image: (\S+@sha256:[0-9a-f]{64})$`)
+
+// runsTheRelease: the operator that wrote the status is the manifest's
+// build, and its host pods run the image the manifest pins by digest
+// (status.operator, scripts/release.sh's quantykube.yaml).
+func (c *cluster) runsTheRelease(t *testing.T, in *v1.Installation, when string) {
+	t.Helper()
+	b, err := os.ReadFile(c.manifest)
+	if err != nil {
+		t.Fatalf("read the manifest: %v", err)
+	}
+	m := pinnedImage.FindSubmatch(b)
+	if m == nil {
+		t.Errorf("%s names no image pinned by digest: install scripts/release.sh's quantykube.yaml", c.manifest)
+		return
+	}
+	if op := in.Status.Operator; op == nil || op.Image != string(m[1]) || op.Commit == "" || !strings.Contains(op.Image, op.Version+"-"+op.Commit+"@") {
+		t.Errorf("%s: status.operator = %+v; want the build of %s (its version and commit)", when, op, m[1])
+	}
 }
 
 // installation reads the Installation; nil while it does not exist or the

@@ -1,6 +1,8 @@
 // Package e2e drives the operator end to end on a real kubeadm cluster from
 // scripts/kubeadm.sh (`scripts/kubeadm.sh e2e` and `demo` run it): the
-// manifest deploy/quantykube.yaml applied with the image the harness built,
+// release of the tree (scripts/release.sh) installed as a person installs it:
+// its OCI archive pushed to the cluster's registry, its quantykube.yaml (the
+// image pinned by digest) applied,
 // a labelled worker, thousands of objects; the Installation reaches Moved
 // (store on QuantyKube's store, worker on QuantyKube's runtime, every
 // object's resourceVersion kept, every pod Running), then Undone with one

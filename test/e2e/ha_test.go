@@ -74,6 +74,7 @@ func TestOperatorHA(t *testing.T) {
 			t.Errorf("status after the move: store %q, ha %+v, nodes %+v; want Moved, %d install steps done, %d node(s)", in.Status.Store, in.Status.HA, in.Status.Nodes, haInstallSteps, len(runtimeNodes))
 		}
 		h.checkRuntimes(t, in, runtimeNodes, "quantykube", v1.NodeStateMoved)
+		h.runsTheRelease(t, in, "after the move")
 		h.apiServersOn(t, "after the move", true)
 		h.sameVersions(t, "after the move", want)
 		if rt := h.runtimeOf(t, h.worker); rt != "containerd" {

@@ -93,6 +93,7 @@ func (c *cluster) goalStands(t *testing.T, in *v1.Installation, when string, wan
 	c.sameVersions(t, when, want)
 	c.allPodsRunning(t, when)
 	c.noHostPodsLeft(t)
+	c.runsTheRelease(t, in, when)
 }
 
 // nodeCannotFinish: the Installation the preflight case left Failed goes on

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/quantyroot/quantykube/internal/operator"
+	"github.com/quantyroot/quantykube/internal/version"
 )
 
 // NewCommand is `quantykube operator`.
@@ -46,7 +47,7 @@ func NewCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			logger.Info("operator starting", "image", image, "namespace", namespace, "leaderElect", leaderElect)
+			logger.Info("operator starting", "version", version.Version, "commit", version.Commit, "image", image, "namespace", namespace, "leaderElect", leaderElect)
 			return mgr.Start(cmd.Context())
 		},
 	}

@@ -123,12 +123,12 @@ build_images() {
 	fi
 }
 
-# make_quantykube_image: QuantyKube's release image as scripts/image.sh builds
-# it from the working tree (an OCI archive named $QK_QUANTYKUBE_IMAGE, by
-# default ghcr.io/quantyroot/quantykube:<internal/version.Version>), cached
-# by content as quantykube-SHA.tar (image.sh's archives are byte-equal for
-# equal trees) and linked into $QK_STATE/images/quantykube.tar: an unchanged
-# tree keeps the same file (e2e_refresh_image compares its inode).
+# make_quantykube_image: QuantyKube's image as scripts/image.sh builds it from
+# the working tree (an OCI archive named $QK_QUANTYKUBE_IMAGE, by default
+# ghcr.io/quantyroot/quantykube:<internal/version.Version>), cached by
+# content as quantykube-SHA.tar (image.sh's archives are byte-equal for equal
+# trees) and linked into $QK_STATE/images/quantykube.tar: an unchanged tree
+# keeps the same file. (`e2e` installs scripts/release.sh's image instead.)
 make_quantykube_image() {
 	local dir=$QK_CACHE/kubeadm/images tmp sum out old
 	tmp=$dir/.quantykube-$$.tar

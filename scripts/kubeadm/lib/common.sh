@@ -61,7 +61,8 @@ QK_ETCD_VERSION=${QK_ETCD_VERSION:-3.6.16}
 QK_PAUSE_TAG=${QK_PAUSE_TAG:-3.10.2}
 QK_DEBIAN_SUITE=${QK_DEBIAN_SUITE:-bookworm}
 QK_WORKLOAD_IMAGE=${QK_WORKLOAD_IMAGE:-quantykube.local/busybox:1}
-# the release image deploy/quantykube.yaml names (scripts/image.sh builds it)
+# the image `up` builds (scripts/image.sh) and loads into every node; its registry host is what the
+# nodes' mirrors cover. `e2e` installs scripts/release.sh's image instead, pinned by digest (lib/e2e.sh).
 QK_QUANTYKUBE_IMAGE=${QK_QUANTYKUBE_IMAGE:-ghcr.io/quantyroot/quantykube:$(sed -n 's/^var Version = "\(v[0-9][^"]*\)"$/\1/p' "$QK_ROOT/internal/version/version.go")}
 QK_WAIT=${QK_WAIT:-300}                      # seconds to wait for any one readiness step
 

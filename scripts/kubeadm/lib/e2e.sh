@@ -1,9 +1,11 @@
 # shellcheck shell=bash
 # e2e.sh: the operator end to end on the running cluster, as a user drives
-# it: label the worker, apply deploy/quantykube.yaml (with the image `up`
-# built, refreshed here from the working tree), watch the Installation reach
-# Moved, patch spec.undo, watch it reach Undone (test/e2e, Go with
-# client-go). `e2e` also kills the operator pod once at every step and
+# it: label the worker, install the release of the working tree as a person
+# installs a release (scripts/release.sh into $QK_STATE/dist, its OCI archive
+# pushed to the cluster's registry, its quantykube.yaml applied: the image
+# pinned by digest, pulled by every node from the registry as from ghcr.io),
+# watch the Installation reach Moved, patch spec.undo, watch it reach Undone
+# (test/e2e, Go with client-go). `e2e` also kills the operator pod once at every step and
 # injects a failure into the worker's move; `demo` is the clean run, from
 # nothing: it brings a cluster up first and leaves it running.
 #
@@ -26,7 +28,7 @@ cmd_e2e() {
 	local cp=$QK_CLUSTER-cp1 w=$QK_CLUSTER-w1 n
 	[[ -d $(node_dir "$cp") ]] || die "no control-plane node $cp in $QK_STATE"
 	[[ -d $(node_dir "$w") ]] || die "no worker $w in $QK_STATE: run 'scripts/kubeadm.sh up --workers 1'"
-	e2e_refresh_image
+	e2e_release
 	n=$(kubectl_qk get configmaps,secrets -A -l quantykube.io/harness=load --no-headers 2>/dev/null | wc -l)
 	if ((n < QK_E2E_OBJECTS)); then
 		log "e2e: loading $QK_E2E_OBJECTS objects (the cluster holds $n)"
@@ -38,7 +40,7 @@ cmd_e2e() {
 	fi
 	log "e2e: the operator moves the store and $w, then moves them back (go test ./test/e2e)"
 	QK_E2E_KUBECONFIG=$QK_STATE/kubeconfig QK_E2E_WORKER=$w QK_E2E_CP=$cp \
-		QK_E2E_MANIFEST=$QK_ROOT/deploy/quantykube.yaml \
+		QK_E2E_MANIFEST=$QK_STATE/dist/quantykube.yaml \
 		QK_E2E_REQUIRED=true QK_E2E_DEMO=${QK_E2E_DEMO:-false} QK_CLUSTER=$QK_CLUSTER QK_STATE=$QK_STATE QK_CACHE=$QK_CACHE \
 		go_test test/e2e 90m "${QK_E2E_RUN:-TestOperator}"
 }
@@ -48,31 +50,30 @@ e2e_ha() {
 	log "e2e: the operator moves the store of every control plane and back, the API in use through $(lb_name) (go test ./test/e2e)"
 	export QK_CLUSTER QK_BRIDGE QK_NODE_NET QK_POD_NET QK_CHAIN QK_STATE QK_CACHE
 	QK_E2E_KUBECONFIG=$QK_STATE/kubeconfig QK_E2E_WORKER=$2 QK_E2E_CP=$1 QK_E2E_LB=$(lb_name) \
-		QK_E2E_MANIFEST=$QK_ROOT/deploy/quantykube.yaml \
+		QK_E2E_MANIFEST=$QK_STATE/dist/quantykube.yaml \
 		QK_E2E_REQUIRED=true QK_E2E_DEMO=${QK_E2E_DEMO:-false} \
 		go_test test/e2e 60m "${QK_E2E_RUN:-TestOperatorHA}"
 }
 
-# e2e_refresh_image rebuilds the quantykube image from the working tree and
-# puts it where the cluster finds it: every node's containerd and the
-# cluster's registry. (No-op when unchanged: images are cached by content.)
-e2e_refresh_image() {
-	local tools=$QK_CACHE/kubeadm/tools before after n
-	# make_image hard-links the cached tarball: a new build is a new inode
-	before=$(stat -c %i "$QK_STATE/images/quantykube.tar" 2>/dev/null || true)
+# e2e_release: the release of the working tree, installed as a person
+# installs one. scripts/release.sh writes it into $QK_STATE/dist (a slot's
+# own: two clusters' e2e never share it; --allow-dirty: an edited tree is
+# released as <commit>-dirty, a clean one is the commit's release, byte for
+# byte), and `registry -push` pushes its OCI archive to the cluster's
+# registry, ghcr.io's mirror on every node; the test then applies
+# dist/quantykube.yaml, whose image is pinned by digest, so each node pulls
+# exactly that image from the registry. Nothing is imported into a node.
+e2e_release() {
+	local dist=$QK_STATE/dist tools=$QK_CACHE/kubeadm/tools pinned
+	pinned=$("$QK_ROOT/scripts/release.sh" --allow-dirty --out "$dist") || die "scripts/release.sh failed (see above)"
+	# a binary of its own (the running registry's may be older), renamed into place: a slot may be running it
 	artifacts_lock
-	build_quantykube "$tools/quantykube" || die "go build ./cmd/quantykube failed"
-	make_quantykube_image || die "scripts/image.sh failed (see above)"
+	(cd "$QK_ROOT" && CGO_ENABLED=0 go build -o "$tools/registry-push.tmp" ./scripts/kubeadm/registry) &&
+		mv -f "$tools/registry-push.tmp" "$tools/registry-push" || die "building scripts/kubeadm/registry failed (see above)"
 	artifacts_unlock
-	after=$(stat -c %i "$QK_STATE/images/quantykube.tar")
-	[[ $before == "$after" ]] && return 0
-	log "e2e: the working tree changed since 'up': $QK_QUANTYKUBE_IMAGE rebuilt, loaded into every node and the registry"
-	for n in $(state_nodes); do
-		is_lb "$n" && continue
-		node_exec "$n" ctr -n k8s.io images import /opt/quantykube/images/quantykube.tar >/dev/null || die "importing quantykube.tar into $n failed"
-	done
-	registry_down
-	registry_up
+	"$tools/registry-push" -push -addr "$(registry_addr)" "$dist/quantykube.oci.tar" ||
+		die "pushing $dist/quantykube.oci.tar to the registry on $(registry_addr) failed; see $QK_STATE/registry.log"
+	log "e2e: installing the release $pinned ($dist: pushed to the registry on $(registry_addr), quantykube.yaml applied by the test)"
 }
 
 cmd_demo() {
@@ -84,7 +85,7 @@ cmd_demo() {
 
 QuantyKube demo: what a user types, run against the cluster above.
   kubectl label node $QK_CLUSTER-w1 install.quantyroot.io/runtime=quantykube
-  kubectl apply -f deploy/quantykube.yaml
+  scripts/release.sh && kubectl apply -f dist/quantykube.yaml   # its image pushed to the registry first
   kubectl get installation quantykube -w                     # the lines below
   kubectl patch installation quantykube --type merge -p '{"spec":{"undo":true}}'
 $QK_E2E_OBJECTS objects are loaded first; every resourceVersion is compared after each move.

@@ -7,6 +7,10 @@
 // /etc/quantykube/runtime.toml), so images keep their upstream names and a
 // node that lost an image pulls it again, as it would from a real registry.
 //
+// `registry -push -addr HOST:PORT ARCHIVE...` pushes archives to a running
+// one instead, as a person pushes a release (the harness's e2e pushes
+// scripts/release.sh's image this way).
+//
 // Invariant: a repository is served under its path without the registry
 // host ("registry.k8s.io/pause:3.10.2" as "pause:3.10.2"), which is the path
 // a mirror is asked for. Two upstream registries with one repository path
@@ -35,10 +39,24 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:5000", "listen address")
+	addr := flag.String("addr", "127.0.0.1:5000", "listen address (with -push: the running registry's address)")
 	dir := flag.String("dir", "", "directory of image archives (*.tar: docker-archive or OCI archive) to serve (required)")
 	ready := flag.String("ready-file", "", "file written once every image is pushed")
+	push := flag.Bool("push", false, "push the image archives named as arguments to the registry running on -addr, and exit")
 	flag.Parse()
+	if *push {
+		if flag.NArg() == 0 {
+			fmt.Fprintln(os.Stderr, "registry: -push needs the archives to push, e.g. -push -addr 172.30.233.1:5000 dist/quantykube.oci.tar")
+			os.Exit(2)
+		}
+		n, err := pushAll(*addr, flag.Args())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "registry:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "registry: %d images pushed to %s\n", n, *addr)
+		return
+	}
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "registry: -dir is required, e.g. -dir .cache/kubeadm/state/images")
 		os.Exit(2)
@@ -59,7 +77,12 @@ func run(addr, dir, ready string) error {
 	go func() { errc <- srv.Serve(l) }()
 
 	t0 := time.Now()
-	n, err := pushAll(l.Addr().String(), dir)
+	tars, err := filepath.Glob(filepath.Join(dir, "*.tar"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(tars)
+	n, err := pushAll(l.Addr().String(), tars)
 	if err != nil {
 		return err
 	}
@@ -75,13 +98,11 @@ func run(addr, dir, ready string) error {
 	return nil
 }
 
-// pushAll pushes every tag of every tarball in dir to the registry at host.
-func pushAll(host, dir string) (int, error) {
-	tars, err := filepath.Glob(filepath.Join(dir, "*.tar"))
-	if err != nil {
-		return 0, err
-	}
-	sort.Strings(tars)
+// pushAll pushes every tag of every tarball of tars, in order, to the
+// registry at host, each under its repository path without the upstream
+// registry (a mirror's path); the manifests keep their bytes, so a
+// reference pinned by digest resolves on the registry too.
+func pushAll(host string, tars []string) (int, error) {
 	served := map[string]string{} // repository path -> upstream registry
 	n := 0
 	tmp, err := os.MkdirTemp("", "qk-registry-")
