@@ -4,7 +4,8 @@
 # qk_setup        build tools and stand-ins, start the stand-in registry, write the runtime config
 # qk_start_rt     start `quantykube runtime` in the background (RT_PID) and wait for its socket
 # qk_leaks        print what pods left behind (empty output = nothing)
-# qk_cleanup      remove pods, stop runtime and registry, remove bridge, mounts, cgroups, state
+# qk_cleanup      remove pods, stop runtime and registry, remove bridge, mounts, cgroups, state;
+#                 put net.ipv4.ip_forward back as qk_setup found it
 # Variables after qk_setup: CRICTL RUNC CNIBIN CRITEST QK RUN WORK (and CRI, a crictl command line).
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CACHE=${QK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/quantykube}
@@ -34,6 +35,9 @@ qk_setup() {
     "$QK" runtime --help >/dev/null 2>&1 || { echo "$(basename "$0"): $QK has no 'runtime' command: wire internal/runtime/cli.NewCommand() into cmd/quantykube or set QK_RUNTIME_BIN" >&2; exit 1; }
   fi
   qk_cleanup; set -e
+  # The bridge plugin (isGateway) turns on the host's IPv4 forwarding; qk_cleanup puts back
+  # the value saved here (a crashed run's file is restored by the next run's cleanup above).
+  sysctl -n net.ipv4.ip_forward >"$WORK/ip_forward.orig"
 
   log "starting the stand-in registry on 127.0.0.1:$PORT"
   rm -f "$WORK/registry.ready"
@@ -111,6 +115,11 @@ qk_cleanup() {
   qk_portmap_cleanup
   for d in /sys/fs/cgroup/*/qkcritest; do [[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null; done
   rm -rf "$RUN" "$WORK/root"
+  # net.ipv4.ip_forward as it was before the first pod: writing it resets every interface's
+  # forwarding and all.accept_redirects to match, as they were.
+  if [[ -f $WORK/ip_forward.orig ]]; then
+    sysctl -qw "net.ipv4.ip_forward=$(cat "$WORK/ip_forward.orig")" && rm -f "$WORK/ip_forward.orig"
+  fi
 }
 
 # qk_portmap_cleanup removes the portmap plugin's shared nat chains when no pod on the host

@@ -120,6 +120,7 @@ func newEnv(t *testing.T, runcBin, cniDir string) *env {
 	e.sh(t, filepath.Join(e.root, "scripts/critest/standins.sh"), filepath.Join(e.work, "standins"))
 	e.cleanup(t)
 	t.Cleanup(func() { e.cleanup(t) })
+	e.saveIPForward(t)
 	e.startRegistry(t)
 	e.writeConfigs(t)
 	return e

@@ -159,6 +159,37 @@ func (e *env) cleanup(t *testing.T) {
 	}
 	os.RemoveAll(e.run)
 	os.RemoveAll(filepath.Join(e.work, "root"))
+	e.restoreIPForward(t)
+}
+
+// ipForward is the host's IPv4 forwarding switch, which the bridge plugin
+// (isGateway) turns on; ipForwardSaved is where its value before the tests'
+// first pod is kept (lib.sh's file: a crashed run's is restored by the next
+// cleanup, whichever harness runs it).
+const ipForward = "/proc/sys/net/ipv4/ip_forward"
+
+func (e *env) ipForwardSaved() string { return filepath.Join(e.work, "ip_forward.orig") }
+
+// saveIPForward records the host's IPv4 forwarding before the first pod.
+func (e *env) saveIPForward(t *testing.T) {
+	b, err := os.ReadFile(ipForward)
+	must(t, err)
+	must(t, os.WriteFile(e.ipForwardSaved(), b, 0o644))
+}
+
+// restoreIPForward puts the host's IPv4 forwarding back as saveIPForward
+// found it; writing it resets every interface's forwarding and
+// all.accept_redirects to match, as they were.
+func (e *env) restoreIPForward(t *testing.T) {
+	b, err := os.ReadFile(e.ipForwardSaved())
+	if err != nil {
+		return
+	}
+	if err := os.WriteFile(ipForward, []byte(strings.TrimSpace(string(b))+"\n"), 0o644); err != nil {
+		t.Errorf("put the host's IPv4 forwarding back to %s: %v", strings.TrimSpace(string(b)), err)
+		return
+	}
+	os.Remove(e.ipForwardSaved())
 }
 
 // removePods stops and removes every sandbox (crictl rmp -fa).
