@@ -158,6 +158,36 @@ if [[ -n $bench_re ]]; then
   [[ -n $run_re ]] || args+=(-test.run '^$')
   [[ -n $benchtime ]] && args+=(-test.benchtime "$benchtime")
 fi
+# rerun_alone PKG NAME: a package whose run failed only in tests (no panic, no timeout) has
+# each failing top-level test run once more, alone (the same binary, -test.run '^(T1|T2)$'):
+# the storage suites' watch tests wait on real time (TestWatch's bookmark case: a 3 s watch
+# that must see a bookmark sent about once a second), and stage 2 runs beside two clusters at
+# 90+ % CPU. It passes only if every one of them passes alone; then the stage passes, and the
+# summary says FLAKY with the first attempt's output kept (NAME.json) and the rerun's beside it
+# (NAME.rerun.jsonl, outside the summary's *.json) — a flake is reported, never hidden. A failure alone fails the stage.
+rerun_alone() {
+  local p=$1 name=$2 tests re
+  if grep -q -e 'panic: ' -e 'test timed out after' "$results/$name.json"; then return 1; fi
+  tests=$(jq -r 'select(.Action == "fail" and .Test != null and (.Test | contains("/") | not)) | .Test' "$results/$name.json" | sort -u)
+  [[ -n $tests ]] || return 1
+  re="^($(paste -sd'|' <<<"$tests"))\$"
+  log "$p: $(wc -l <<<"$tests") test(s) failed in the full run ($(paste -sd' ' <<<"$tests")); each once more, alone"
+  jq -r --arg t "$(head -1 <<<"$tests")" 'select(.Action == "output" and .Test != null and (.Test | startswith($t))) | .Output' \
+    "$results/$name.json" | grep -E -- '--- FAIL|_test.go:[0-9]+:|\.go:[0-9]+: ' | tail -n 20 | sed 's/^/    first attempt: /' >&2 || true
+  set +e
+  (cd "$SRC/${p#k8s.io/apiserver/}" && go tool test2json -t -p "$p" "$BIN/$name.test" "${args[@]}" -test.run "$re") \
+    >"$results/$name.rerun.jsonl" 2>"$results/$name.rerun.stderr"
+  local rc=$?
+  set -e
+  if ((rc != 0)); then
+    log "$p: failed again alone (exit $rc): see $results/$name.rerun.jsonl"
+    return 1
+  fi
+  while read -r t; do
+    echo "FLAKY: $p $t failed in the full run and passed alone (first attempt: $results/$name.json)" | tee -a "$results/flaky.txt" >&2
+  done <<<"$tests"
+  return 0
+}
 status=0
 for p in "${pkgs[@]}"; do
   name=${p#k8s.io/apiserver/}; name=${name//\//_}
@@ -168,8 +198,9 @@ for p in "${pkgs[@]}"; do
     >"$results/$name.json" 2>"$results/$name.stderr"
   rc=$?
   set -e
-  ((rc == 0)) || status=1
   log "$p: exit $rc in $((SECONDS - start))s"
+  if ((rc != 0)) && [[ -z $bench_re ]] && rerun_alone "$p" "$name"; then rc=0; fi
+  ((rc == 0)) || status=1
 done
 
 # 5. Summary over every test and subtest.
@@ -209,5 +240,6 @@ if [[ ($server == quantykube || $members != 1) && -f $baseline && -z $run_re && 
   echo "results differing from the 1-member etcd baseline: $(grep -c 'this run:' "$results/baseline-diff.txt" || true)" |
     tee -a "$results/summary.txt"
 fi
+[[ ! -s $results/flaky.txt ]] || { echo "flaky (failed in the full run, passed alone; counted as failed above):"; cat "$results/flaky.txt"; } | tee -a "$results/summary.txt"
 echo "details: $results" >&2
 exit $status
