@@ -13,23 +13,42 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$(mktemp -d /tmp/quantykube-demo.XXXXXX)
 STOP_GRACE=15
-PIDS=() NAMES=() # started processes, oldest first
-started() { PIDS+=("$1"); NAMES+=("$2"); }
-alive() { [[ -r /proc/$1/stat ]] && [[ $(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) != Z ]]; }
+PIDS=() NAMES=() STARTS=() # started processes, oldest first, and their start times
+# proc_start PID: the process's start time (field 22 of /proc/PID/stat, in clock ticks since boot),
+# which with the PID names one process: bash reaps an exited child at once and, with pid_max 32768
+# on a busy machine, its PID can be another process's a moment later (CI, 7 December: a PID-only
+# check saw kube-controller-manager "alive" after it had exited and sent SIGKILL to that PID).
+proc_start() {
+  local s
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  s=${s##*) } # after the command name, which may hold spaces and parentheses
+  set -- $s
+  echo "${20}"
+}
+started() { PIDS+=("$1"); NAMES+=("$2"); STARTS+=("$(proc_start "$1" || echo gone)"); }
+# alive PID START: the process started at START is still there and not a zombie.
+alive() {
+  local pid=$1 start=$2 s
+  s=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+  s=${s##*) }
+  set -- $s
+  [[ $1 != Z && ${20} == "$start" ]]
+}
 # stop_all stops the started processes newest first: SIGTERM, SIGKILL after STOP_GRACE seconds.
 stop_all() {
-  local i p n
+  local i p n st
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-    p=${PIDS[i]}
+    p=${PIDS[i]} st=${STARTS[i]}
+    alive "$p" "$st" || { wait "$p" 2>/dev/null || true; continue; }
     kill -TERM "$p" 2>/dev/null || continue
-    for ((n = 0; n < STOP_GRACE * 10; n++)); do alive "$p" || break; sleep 0.1; done
-    if alive "$p"; then
+    for ((n = 0; n < STOP_GRACE * 10; n++)); do alive "$p" "$st" || break; sleep 0.1; done
+    if alive "$p" "$st"; then
       echo "demo-store.sh: ${NAMES[i]} (pid $p) did not exit ${STOP_GRACE} s after SIGTERM; SIGKILL" >&2
       kill -KILL "$p" 2>/dev/null || true
     fi
     wait "$p" 2>/dev/null || true
   done
-  PIDS=() NAMES=()
+  PIDS=() NAMES=() STARTS=()
 }
 cleanup() {
   stop_all
