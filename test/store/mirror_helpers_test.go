@@ -307,30 +307,3 @@ func (r *mirrorRig) compareAll(rev int64) int {
 	}
 	return n
 }
-
-// replayCloseLag is how close the replay must come before a test asks for
-// the cut-back: undo's replay-to step waits for the same (storemove's
-// replayCloseLag) so that the cut-back's hold covers only the tail.
-const replayCloseLag = 100
-
-// waitReplayClose waits until member i's replay is at most replayCloseLag
-// revisions behind, as undo's replay-to does before its cut-back. On a
-// loaded machine the replay may start many seconds after replay-to (the
-// cold CI run of 7 December: 22 s with etcd taking 0.3–1.1 s a write); a
-// cut-back asked for before it caught up waits only its own 5 s and is
-// abandoned, which is the transition working, not the test's subject.
-func (r *mirrorRig) waitReplayClose(i int, timeout time.Duration) *api.Status {
-	r.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		st := r.status(i)
-		if st.Mode == api.ReplayingTo && st.PeerRevision > 0 && st.Lag <= replayCloseLag {
-			return st
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("the replay of %s did not come within %d revisions in %v: mode %s, target at %d, %d behind",
-				r.Store[i].Name, replayCloseLag, timeout, st.Mode, st.PeerRevision, st.Lag)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
