@@ -61,17 +61,7 @@ func TestBuildWritesImportableArchive(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := map[string]*tar.Header{}
-		tr := tar.NewReader(rc)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[h.Name] = h
-		}
+		eachTarEntry(t, rc, func(h *tar.Header, _ io.Reader) { got[h.Name] = h })
 		rc.Close()
 		if h := got["usr/local/bin/tool"]; h == nil || h.Mode&0o111 == 0 {
 			t.Errorf("usr/local/bin/tool missing or not executable: %+v", h)
@@ -110,4 +100,21 @@ func writeTool(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// eachTarEntry calls fn with each entry of the tar stream r (and a reader
+// of its content), failing the test on a read error.
+func eachTarEntry(t *testing.T, r io.Reader, fn func(h *tar.Header, content io.Reader)) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(h, tr)
+	}
 }

@@ -119,20 +119,12 @@ func TestBuildDatedAndDigest(t *testing.T) {
 	}
 	defer f.Close()
 	files := map[string][]byte{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachTarEntry(t, f, func(h *tar.Header, r io.Reader) {
 		if !h.ModTime.Equal(created) || h.Uid != 0 || h.Gid != 0 {
 			t.Errorf("%s: mtime %v uid %d gid %d, want %v 0 0", h.Name, h.ModTime, h.Uid, h.Gid, created)
 		}
-		files[h.Name], _ = io.ReadAll(tr)
-	}
+		files[h.Name], _ = io.ReadAll(r)
+	})
 	var idx struct {
 		Manifests []struct {
 			Digest string `json:"digest"`
@@ -168,22 +160,14 @@ func TestBuildDatedAndDigest(t *testing.T) {
 	if !zr.ModTime.IsZero() || zr.Name != "" {
 		t.Errorf("layer's gzip header has mtime %v name %q, want neither", zr.ModTime, zr.Name)
 	}
-	lr := tar.NewReader(zr)
-	for {
-		h, err := lr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachTarEntry(t, zr, func(h *tar.Header, _ io.Reader) {
 		if !h.ModTime.Equal(created) {
 			t.Errorf("layer entry %s dated %v, want %v", h.Name, h.ModTime, created)
 		}
 		if h.Name == "usr/local/bin/quantykube" && h.Mode != 0o755 {
 			t.Errorf("a 0700 file is %o in the layer, want 0755", h.Mode)
 		}
-	}
+	})
 	if _, err := sourceDateEpoch("yesterday"); err == nil {
 		t.Error("SOURCE_DATE_EPOCH=yesterday accepted")
 	}
